@@ -1,0 +1,1 @@
+"""The content-addressed artifact store and the per-call response cache."""

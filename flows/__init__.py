@@ -1,0 +1,1 @@
+"""Prefect flows that wire the stages together."""

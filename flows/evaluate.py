@@ -1,0 +1,156 @@
+"""Prefect flows: `evaluate` (triggers → responses → judgments → phase_scores) and `rejudge`
+(judgments → phase_scores over cached responses).
+
+One task per stage: a tracked task run costs milliseconds and a row in the UI, so the hundreds of
+LLM calls of a stage run inside its task under an asyncio pool rather than as tasks of their own.
+Prefect's result cache is off (its default policy keys on the run id, so it never reuses work
+across runs); the stages own their content-addressed Parquet artifacts instead.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import acreate_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run
+
+from ..cache.artifacts import Artifact
+from ..exports import write_outputs
+from ..pipeline import (StageReport, load_judge_prompt, materialize_judgments,
+                        materialize_phase_scores, materialize_responses, materialize_triggers,
+                        open_call_cache, open_store, stored_responses)
+from ..settings import RunSettings
+from ..sources import load_corpus
+
+_TASK_OPTIONS = dict(cache_policy=NO_CACHE, persist_result=False)
+_VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",
+              "huggingface_hub", "diskcache")
+
+
+@task(name="triggers", **_TASK_OPTIONS)
+def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
+    corpus = load_corpus(settings.corpus)
+    artifact, report = materialize_triggers(settings, open_store(settings), corpus)
+    return artifact, report, corpus.revision
+
+
+@task(name="responses", **_TASK_OPTIONS)
+async def responses_task(settings: RunSettings, triggers: Artifact
+                         ) -> tuple[Artifact, StageReport]:
+    store = open_store(settings)
+    calls = open_call_cache(store)
+    try:
+        return await materialize_responses(settings, store, calls, triggers, get_run_logger())
+    finally:
+        calls.close()
+
+
+@task(name="judgments", **_TASK_OPTIONS)
+async def judgments_task(settings: RunSettings, triggers: Artifact, responses: Artifact
+                         ) -> tuple[Artifact, StageReport, str]:
+    store = open_store(settings)
+    prompt = load_judge_prompt(settings, store)
+    calls = open_call_cache(store)
+    try:
+        artifact, report = await materialize_judgments(settings, store, calls, triggers,
+                                                       responses, prompt, get_run_logger())
+    finally:
+        calls.close()
+    return artifact, report, prompt.sha256
+
+
+@task(name="phase_scores", **_TASK_OPTIONS)
+def phase_scores_task(settings: RunSettings, judgments: Artifact) -> tuple[Artifact, StageReport]:
+    return materialize_phase_scores(open_store(settings), judgments)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "model"
+
+
+def run_name() -> str:
+    settings = flow_run.parameters.get("settings")
+    if isinstance(settings, dict):
+        settings = RunSettings.model_validate(settings)
+    return f"{settings.model_under_test.model} judged by {settings.judge.model}"
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+async def _run(settings: RunSettings, *, regenerate: bool) -> dict[str, Any]:
+    logger = get_run_logger()
+    started = datetime.now(timezone.utc)
+    clock = time.monotonic()
+    triggers, triggers_report, revision = triggers_task(settings)
+    reports = [triggers_report]
+    if regenerate:
+        responses, responses_report = await responses_task(settings, triggers)
+        reports.append(responses_report)
+    else:
+        responses = stored_responses(settings, open_store(settings), triggers)
+    judgments, judgments_report, prompt_sha = await judgments_task(settings, triggers, responses)
+    scores, scores_report = phase_scores_task(settings, judgments)
+    reports += [judgments_report, scores_report]
+
+    score_frame = scores.frame()
+    complete = scores.complete
+    model, judge = settings.model_under_test.model, settings.judge.model
+    await acreate_table_artifact(
+        key=f"phase-scores-{_slug(model)}-by-{_slug(judge)}",
+        table=score_frame.to_dicts(),
+        description=f"ProactBench phase scores of **{model}** judged by **{judge}**"
+                    + ("" if complete else " (incomplete: some calls failed; re-run to retry)"))
+    provenance = {
+        "model_under_test": settings.model_under_test.key_material(),
+        "judge": settings.judge.key_material(),
+        "judge_prompt_sha256": prompt_sha,
+        "corpus": settings.corpus.describe(), "corpus_revision": revision,
+        "artifacts": {r.stage: r.key for r in reports},
+    }
+    outputs: dict[str, str] = {}
+    if settings.out:
+        outputs = write_outputs(Path(settings.out), triggers.frame(), responses.frame(),
+                                judgments.frame(), score_frame, provenance)
+    finished = datetime.now(timezone.utc)
+    run_id = str(flow_run.id or uuid.uuid4())
+    record = {
+        "run_id": run_id, "flow": "evaluate" if regenerate else "rejudge",
+        "started": started.isoformat(), "finished": finished.isoformat(),
+        "seconds": round(time.monotonic() - clock, 3), "complete": complete,
+        "settings": settings.model_dump(mode="json"), **provenance,
+        "stages": [r.as_dict() for r in reports], "outputs": outputs, "versions": _versions(),
+    }
+    record_path = open_store(settings).write_json(
+        f"runs/{started.strftime('%Y%m%dT%H%M%SZ')}-{run_id[:8]}.json", record)
+    logger.info("run record: %s", record_path)
+    return {"scores": score_frame.to_dicts(), "complete": complete, "record": str(record_path),
+            "outputs": outputs, "stages": [r.as_dict() for r in reports]}
+
+
+@flow(name="evaluate", flow_run_name=run_name, persist_result=False, validate_parameters=True)
+async def evaluate(settings: RunSettings) -> dict[str, Any]:
+    """Regenerate and judge every trigger of the corpus, then score each phase."""
+    return await _run(settings, regenerate=True)
+
+
+@flow(name="rejudge", flow_run_name=run_name, persist_result=False, validate_parameters=True)
+async def rejudge(settings: RunSettings) -> dict[str, Any]:
+    """Judge the cached responses of a model again (new judge or prompt), then score them."""
+    return await _run(settings, regenerate=False)

@@ -1,0 +1,280 @@
+"""The `proactflow` command.
+
+Every user-fixable problem (bad corpus line, missing key, unreachable endpoint, no cached
+responses) is found before the first paid call and printed as one line, with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .settings import (DEFAULT_STORE_ENV, PAPER_JUDGE, CorpusSource, Generation, ModelRole,
+                       RunSettings, RuntimeOptions, default_store, protocol_defaults)
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+_EPILOG = """\
+examples:
+  proactflow run --eval-model gpt-4o-mini --judge-model gpt-5.4
+  proactflow run --eval-model openai/my-model --eval-api-base http://localhost:8000/v1 \\
+                 --judge-model openai/judge --judge-api-base http://localhost:8001/v1 \\
+                 --corpus final_dialogues.jsonl --limit 20 --out results/my-model
+  proactflow rejudge --eval-model openai/my-model --eval-api-base http://localhost:8000/v1 \\
+                 --judge-model anthropic/claude-opus-4-7 --judge-max-tokens 32000
+
+Keys come from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, ... or the variable named by
+--eval-api-key-env / --judge-api-key-env); they are never stored or logged. Every finished call
+is cached in the store: re-running a command repeats no finished call.
+"""
+
+
+def _optional_float(text: str) -> float | None:
+    if text.lower() in ("none", "null", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") from None
+
+
+def _optional_str(text: str) -> str | None:
+    return None if text.lower() in ("none", "null", "off") else text
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def _phases(text: str) -> tuple[str, ...]:
+    phases = tuple(p.strip().upper() for p in text.split(",") if p.strip())
+    unknown = [p for p in phases if p not in ("EMERGENT", "CRITICAL", "RECOVERY")]
+    if unknown or not phases:
+        raise argparse.ArgumentTypeError(
+            f"phases are EMERGENT, CRITICAL, RECOVERY (comma-separated); got {text!r}")
+    return phases
+
+
+def _add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
+                      required: bool, default_model: str | None) -> None:
+    group = parser.add_argument_group(f"{label} ({prefix}-*)")
+    group.add_argument(f"--{prefix}-model", required=required, default=default_model,
+                       metavar="MODEL",
+                       help=f"litellm model string of the {label}, e.g. gpt-4o-mini, "
+                            "anthropic/claude-opus-4-7, openai/NAME with --%s-api-base"
+                            % prefix + (f" (default: {default_model})" if default_model else ""))
+    group.add_argument(f"--{prefix}-api-base", metavar="URL",
+                       help="OpenAI-compatible endpoint (vLLM, Ollama, a proxy), e.g. "
+                            "http://localhost:8000/v1")
+    group.add_argument(f"--{prefix}-api-key-env", metavar="VAR",
+                       help="environment variable holding this role's API key (default: the "
+                            "provider's usual one; not needed for a local openai/ endpoint)")
+    group.add_argument(f"--{prefix}-temperature", type=_optional_float, metavar="T",
+                       default=argparse.SUPPRESS,
+                       help="sampling temperature, or 'none' to send none (default: 0.7; 1.0 "
+                            "for reasoning models)")
+    group.add_argument(f"--{prefix}-max-tokens", type=_positive_int, metavar="N",
+                       default=argparse.SUPPRESS,
+                       help="max new tokens (default: %s; 32768 for reasoning models)"
+                            % ("8192" if prefix == "eval" else "32768"))
+    group.add_argument(f"--{prefix}-top-p", type=_optional_float, metavar="P",
+                       default=argparse.SUPPRESS,
+                       help="top_p, or 'none' (default: 1.0; none for reasoning models)")
+    group.add_argument(f"--{prefix}-reasoning-effort", type=_optional_str, metavar="LEVEL",
+                       default=argparse.SUPPRESS,
+                       help="reasoning effort for reasoning models, or 'none' (default: %s)"
+                            % ("none" if prefix == "eval" else "medium for reasoning models"))
+    if prefix == "eval":
+        group.add_argument("--eval-system-prompt", metavar="TEXT_OR_@FILE",
+                           help="system prompt for the model under test (default: none, as in "
+                                "the protocol); @path reads it from a file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proactflow",
+        description="Measure how proactive an LLM is on ProactBench: regenerate the assistant "
+                    "reply at each of the corpus's trigger points, have a judge score it against "
+                    "the trigger's rubric, and report PASS/PARTIAL/FAIL rates per phase. Every "
+                    "stage is a cached Parquet artifact, run as a Prefect flow.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    specs = {
+        "run": "generate responses, judge them and score each phase",
+        "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
+    }
+    for name, summary in specs.items():
+        sub = commands.add_parser(name, help=summary, description=summary + ".",
+                                  formatter_class=argparse.RawDescriptionHelpFormatter,
+                                  epilog=_EPILOG)
+        _add_role_options(sub, "eval", "model under test", required=True, default_model=None)
+        _add_role_options(sub, "judge", "judge", required=False, default_model=PAPER_JUDGE)
+        judge = sub.add_argument_group("judge prompt")
+        judge.add_argument("--judge-prompt", metavar="FILE",
+                           help="judge system prompt file (default: the upstream prompt, "
+                                "downloaded once at its pinned commit and cached in the store)")
+        judge.add_argument("--judge-response-format", default="json_schema",
+                           choices=("json_schema", "json_object", "none"),
+                           help="structured output requested from the judge (default: "
+                                "json_schema; use json_object or none for servers without it)")
+        corpus = sub.add_argument_group("corpus")
+        corpus.add_argument("--corpus", metavar="FILE",
+                            help="local final_dialogues.jsonl (default: bosonai/proactbench "
+                                 "from the Hugging Face hub)")
+        corpus.add_argument("--revision", metavar="REV",
+                            help="hub revision (commit sha, tag, branch) to pin; the commit "
+                                 "actually used is recorded either way")
+        corpus.add_argument("--limit", type=_positive_int, metavar="N",
+                            help="evaluate only the first N dialogues")
+        corpus.add_argument("--phases", type=_phases, metavar="LIST",
+                            default=("EMERGENT", "CRITICAL", "RECOVERY"),
+                            help="comma-separated phases to evaluate (default: all three)")
+        where = sub.add_argument_group("store and outputs")
+        where.add_argument("--store", metavar="DIR", default=None,
+                           help=f"artifact store root (default: ${DEFAULT_STORE_ENV} or "
+                                "./.proactflow)")
+        where.add_argument("--out", metavar="DIR",
+                           help="also write phase_scores.csv/.parquet, results.jsonl and "
+                                "metrics.json (upstream's shapes) here")
+        run = sub.add_argument_group("execution")
+        run.add_argument("--concurrency", type=_positive_int, default=16, metavar="N",
+                         help="calls in flight per role (default: 16)")
+        run.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                         help="per-call timeout (default: 600)")
+        run.add_argument("--max-attempts", type=_positive_int, default=6, metavar="N",
+                         help="tries per call on 429/5xx/timeouts, with exponential backoff "
+                              "(default: 6)")
+        run.add_argument("--rpm", type=float, metavar="N",
+                         help="at most N requests per minute per role (default: no limit)")
+        run.add_argument("--dry-run", action="store_true",
+                         help="validate, check access and print the plan; make no call")
+        sub.set_defaults(handler=_run_command)
+    return parser
+
+
+def _role(args: argparse.Namespace, prefix: str) -> ModelRole:
+    model = getattr(args, f"{prefix}_model")
+    values = protocol_defaults("model_under_test" if prefix == "eval" else "judge", model)
+    overrides: dict[str, Any] = {}
+    for field in ("temperature", "max_tokens", "top_p", "reasoning_effort"):
+        attribute = f"{prefix}_{field}"
+        if hasattr(args, attribute):  # given on the command line ('none' gives None)
+            overrides[field] = getattr(args, attribute)
+    system_prompt = getattr(args, "eval_system_prompt", None)
+    if system_prompt and system_prompt.startswith("@"):
+        try:
+            system_prompt = Path(system_prompt[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot read system prompt file {system_prompt[1:]}: "
+                            f"{exc.strerror}") from None
+    if system_prompt:
+        overrides["system_prompt"] = system_prompt
+    generation = Generation(**{**values.model_dump(), **overrides})
+    return ModelRole(model=model, api_base=getattr(args, f"{prefix}_api_base"),
+                     api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation)
+
+
+def settings_from_args(args: argparse.Namespace) -> RunSettings:
+    return RunSettings(
+        model_under_test=_role(args, "eval"),
+        judge=_role(args, "judge"),
+        corpus=CorpusSource(path=args.corpus, revision=args.revision, limit=args.limit,
+                            phases=args.phases),
+        judge_prompt_file=args.judge_prompt,
+        judge_response_format=args.judge_response_format,
+        store=args.store or default_store(),
+        out=args.out,
+        runtime=RuntimeOptions(concurrency=args.concurrency, timeout_s=args.timeout,
+                               max_attempts=args.max_attempts, rpm=args.rpm),
+    )
+
+
+def _print_scores(scores: list[dict[str, Any]], complete: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.1f}"
+
+    if not scores:
+        return
+    table = Table(title=f"ProactBench: {scores[0]['model']} judged by {scores[0]['judge']}")
+    for column in ("phase", "triggers", "evaluated", "pass", "partial", "fail",
+                   "not evaluated", "pass %", "partial %", "weighted %"):
+        table.add_column(column, justify="left" if column == "phase" else "right")
+    for row in scores:
+        table.add_row(row["phase"], str(row["triggers"]), str(row["evaluated"]),
+                      str(row["pass"]), str(row["partial"]), str(row["fail"]),
+                      str(row["not_evaluated"]), pct(row["pass_rate"]),
+                      pct(row["partial_rate"]), pct(row["weighted_score"]))
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    console.print(table)
+    if not complete:
+        console.print("[yellow]Some calls failed (counted as not evaluated above). Run the same "
+                      "command again to retry only those.[/yellow]")
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    from .pipeline import (load_judge_prompt, materialize_triggers, open_call_cache,
+                           open_store, stored_responses)
+    from .preflight import check_access, make_plan
+    from .sources import load_corpus
+
+    regenerate = args.command == "run"
+    settings = settings_from_args(args)
+    store = open_store(settings)
+    corpus = load_corpus(settings.corpus)            # validates every row before anything else
+    prompt = load_judge_prompt(settings, store)
+    if regenerate:
+        check_access(settings.model_under_test, "model under test")
+    check_access(settings.judge, "judge")
+    triggers, _ = materialize_triggers(settings, store, corpus)
+    calls = open_call_cache(store)
+    try:
+        responses = None if regenerate else stored_responses(settings, store, triggers).frame()
+        plan = make_plan(settings, triggers, calls, prompt, responses)
+    finally:
+        calls.close()
+    for line in plan.lines(settings, corpus.revision, regenerate):
+        print(line, flush=True)
+    if args.dry_run:
+        return 0
+
+    from .flows.evaluate import evaluate, rejudge
+
+    flow = evaluate if regenerate else rejudge
+    result = asyncio.run(flow(settings=settings))
+    _print_scores(result["scores"], result["complete"])
+    for name, path in result["outputs"].items():
+        print(f"wrote {path}")
+    print(f"run record: {result['record']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except UserError as exc:
+        print(f"proactflow: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("proactflow: interrupted. Finished calls are cached: run the same command again "
+              "to continue.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

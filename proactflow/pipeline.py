@@ -1,0 +1,210 @@
+"""Stage materialisation: compute an artifact's key, reuse it when stored and final, otherwise
+run the stage and store the output. The Prefect flows call these; so do `--dry-run` and `status`.
+
+An artifact holding failures (error rows) is stored but marked incomplete: the next run computes
+it again, and the per-call cache makes that cost only the calls that failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from .cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
+from .cache.calls import CallCache
+from .errors import UserError
+from .llm import ChatClient
+from .schemas.arrow import conform
+from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
+from .settings import RunSettings
+from .sources import JudgePrompt, LoadedCorpus, fetch_upstream_judge_prompt, load_corpus, \
+    read_judge_prompt_file
+from .stages import judgments, phase_scores, responses, triggers
+
+SAMPLES = 1
+
+
+@dataclass
+class StageReport:
+    """How one stage went in this run."""
+
+    stage: str
+    key: str
+    reused: bool
+    complete: bool
+    seconds: float
+    rows: int
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def open_store(settings: RunSettings) -> ArtifactStore:
+    return ArtifactStore(settings.store)
+
+
+def open_call_cache(store: ArtifactStore) -> CallCache:
+    return CallCache(store.root / "calls")
+
+
+def load_judge_prompt(settings: RunSettings, store: ArtifactStore) -> JudgePrompt:
+    if settings.judge_prompt_file:
+        return read_judge_prompt_file(settings.judge_prompt_file)
+    return fetch_upstream_judge_prompt(store.root)
+
+
+# Artifact specs: the key of each stage is a hash of everything below and nothing else.
+
+def triggers_spec(settings: RunSettings, corpus_revision: str) -> ArtifactSpec:
+    source = settings.corpus
+    origin = None if source.path else f"{source.repo_id}/{source.filename}"
+    return ArtifactSpec(triggers.STAGE, triggers.VERSION, {}, {
+        "corpus_origin": origin, "corpus_revision": corpus_revision,
+        "limit": source.limit, "phases": sorted(source.phases)})
+
+
+def responses_spec(settings: RunSettings, triggers_key: str) -> ArtifactSpec:
+    return ArtifactSpec(responses.STAGE, responses.VERSION, {"triggers": triggers_key}, {
+        "model_under_test": settings.model_under_test.key_material(), "samples": SAMPLES})
+
+
+def judgments_spec(settings: RunSettings, responses_key: str, prompt_sha256: str) -> ArtifactSpec:
+    return ArtifactSpec(judgments.STAGE, judgments.VERSION, {"responses": responses_key}, {
+        "judge": settings.judge.key_material(), "judge_prompt_sha256": prompt_sha256,
+        "response_format": settings.judge_response_format})
+
+
+def phase_scores_spec(judgments_key: str) -> ArtifactSpec:
+    return ArtifactSpec(phase_scores.STAGE, phase_scores.VERSION,
+                        {"judgments": judgments_key}, {})
+
+
+# Materialisation.
+
+def materialize_triggers(settings: RunSettings, store: ArtifactStore,
+                         corpus: LoadedCorpus | None = None) -> tuple[Artifact, StageReport]:
+    started = time.monotonic()
+    corpus = corpus or load_corpus(settings.corpus)
+    spec = triggers_spec(settings, corpus.revision)
+    found = store.get(spec)
+    if found is not None:
+        return found, StageReport(spec.stage, spec.key, True, True,
+                                  time.monotonic() - started, found.frame().height)
+    frame = triggers.build_triggers(corpus.rows, limit=settings.corpus.limit,
+                                    phases=settings.corpus.phases)
+    if frame.is_empty():
+        raise UserError(f"no triggers to evaluate in {corpus.description} for phases "
+                        f"{','.join(settings.corpus.phases)}")
+    artifact = store.put(spec, conform(frame, TriggerRow))
+    return artifact, StageReport(spec.stage, spec.key, False, True,
+                                 time.monotonic() - started, frame.height)
+
+
+class Progress:
+    """Logs `done/total` of a stage now and then: every 10 % or every 15 seconds."""
+
+    def __init__(self, logger: logging.Logger | logging.LoggerAdapter, label: str, total: int):
+        self.logger, self.label, self.total = logger, label, total
+        self.done = self.failed = 0
+        self._last_time = time.monotonic()
+        self._last_done = 0
+
+    def __call__(self, row: Any) -> None:
+        self.done += 1
+        if getattr(row, "status", "ok") not in ("ok", "scored", "skipped"):
+            self.failed += 1
+        now = time.monotonic()
+        step = max(1, self.total // 10)
+        if self.done == self.total or self.done - self._last_done >= step \
+                or now - self._last_time >= 15:
+            self.logger.info("%s: %d/%d done, %d failed", self.label, self.done, self.total,
+                             self.failed)
+            self._last_time, self._last_done = now, self.done
+
+
+def _client(role, calls: CallCache, settings: RunSettings) -> ChatClient:
+    return ChatClient(role, calls, settings.runtime)
+
+
+async def materialize_responses(settings: RunSettings, store: ArtifactStore, calls: CallCache,
+                                triggers_artifact: Artifact,
+                                logger: logging.Logger | logging.LoggerAdapter
+                                ) -> tuple[Artifact, StageReport]:
+    started = time.monotonic()
+    spec = responses_spec(settings, triggers_artifact.key)
+    found = store.get(spec)
+    if found is not None and found.complete:
+        return found, StageReport(spec.stage, spec.key, True, True, time.monotonic() - started,
+                                  found.frame().height)
+    trigger_frame = triggers_artifact.frame()
+    client = _client(settings.model_under_test, calls, settings)
+    total = trigger_frame.filter(pl.col("evaluable")).height * SAMPLES
+    frame = await responses.generate_responses(
+        trigger_frame, settings.model_under_test, client, samples=SAMPLES,
+        concurrency=settings.runtime.concurrency,
+        on_row=Progress(logger, f"responses of {settings.model_under_test.model}", total))
+    complete = frame.filter(pl.col("status") == "error").is_empty()
+    artifact = store.put(spec, conform(frame, ResponseRow), complete=complete)
+    return artifact, StageReport(spec.stage, spec.key, False, complete,
+                                 time.monotonic() - started, frame.height,
+                                 client.stats.as_dict())
+
+
+def stored_responses(settings: RunSettings, store: ArtifactStore,
+                     triggers_artifact: Artifact) -> Artifact:
+    """The cached responses for these settings, for `rejudge`; a clear error when absent."""
+    spec = responses_spec(settings, triggers_artifact.key)
+    found = store.get(spec)
+    if found is None:
+        raise UserError(
+            f"no cached responses of {settings.model_under_test.model} for these settings in "
+            f"{store.root} (corpus, limit, phases, endpoint and generation settings must match "
+            f"the run that produced them): run 'proactflow run' first")
+    return found
+
+
+async def materialize_judgments(settings: RunSettings, store: ArtifactStore, calls: CallCache,
+                                triggers_artifact: Artifact, responses_artifact: Artifact,
+                                prompt: JudgePrompt,
+                                logger: logging.Logger | logging.LoggerAdapter
+                                ) -> tuple[Artifact, StageReport]:
+    started = time.monotonic()
+    spec = judgments_spec(settings, responses_artifact.key, prompt.sha256)
+    found = store.get(spec)
+    if found is not None and found.complete and responses_artifact.complete:
+        return found, StageReport(spec.stage, spec.key, True, True, time.monotonic() - started,
+                                  found.frame().height)
+    response_frame = responses_artifact.frame()
+    client = _client(settings.judge, calls, settings)
+    total = response_frame.filter(pl.col("status") == "ok").height
+    frame = await judgments.judge_responses(
+        triggers_artifact.frame(), response_frame, settings.judge, prompt, client,
+        response_format=settings.judge_response_format,
+        concurrency=settings.runtime.concurrency,
+        on_row=Progress(logger, f"judgments by {settings.judge.model}", total))
+    complete = responses_artifact.complete and frame.filter(
+        pl.col("status").is_in(["judge_error", "generation_error"])).is_empty()
+    artifact = store.put(spec, conform(frame, JudgmentRow), complete=complete)
+    return artifact, StageReport(spec.stage, spec.key, False, complete,
+                                 time.monotonic() - started, frame.height,
+                                 client.stats.as_dict())
+
+
+def materialize_phase_scores(store: ArtifactStore, judgments_artifact: Artifact
+                             ) -> tuple[Artifact, StageReport]:
+    started = time.monotonic()
+    spec = phase_scores_spec(judgments_artifact.key)
+    found = store.get(spec)
+    if found is not None and found.complete and judgments_artifact.complete:
+        return found, StageReport(spec.stage, spec.key, True, True, time.monotonic() - started,
+                                  found.frame().height)
+    frame = phase_scores.score_phases(judgments_artifact.frame())
+    artifact = store.put(spec, conform(frame, PhaseScoreRow),
+                         complete=judgments_artifact.complete)
+    return artifact, StageReport(spec.stage, spec.key, False, judgments_artifact.complete,
+                                 time.monotonic() - started, frame.height)

@@ -1,0 +1,115 @@
+"""Checks made before any paid call, and the plan printed before a run.
+
+The plan counts the calls a run will make against the per-call cache: generation calls are known
+exactly; judge calls are known for cached responses and counted as 'to make' for the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+import polars as pl
+
+from .cache.artifacts import Artifact
+from .cache.calls import CallCache
+from .errors import UserError
+from .llm import api_key_for
+from .pipeline import SAMPLES
+from .settings import ModelRole, RunSettings
+from .sources import JudgePrompt
+from .stages.judgments import judge_request
+from .stages.responses import planned_requests
+
+
+def check_access(role: ModelRole, label: str) -> None:
+    """A key exists for the provider, or the endpoint answers; else one clear UserError."""
+    if role.api_base:
+        request = urllib.request.Request(role.endpoint + "/models")
+        key = api_key_for(role)
+        if key:
+            request.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(request, timeout=10):
+                pass
+        except urllib.error.HTTPError:
+            pass  # it answered: status codes other than 2xx still prove it is up
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise UserError(f"{label} endpoint {role.endpoint} does not answer ({reason})") \
+                from None
+    if role.api_key_env:
+        if not os.environ.get(role.api_key_env):
+            raise UserError(f"{label} {role.model}: environment variable {role.api_key_env} "
+                            "is not set")
+        return
+    if role.api_base and role.model.startswith("openai/"):
+        return
+    import litellm
+
+    try:
+        found = litellm.validate_environment(model=role.model)
+    except Exception as exc:  # litellm raises assorted types for unknown providers
+        raise UserError(f"{label} {role.model}: litellm does not know this model ({exc})") \
+            from None
+    if not found.get("keys_in_environment", False):
+        missing = ", ".join(found.get("missing_keys") or ["an API key"])
+        raise UserError(f"{label} {role.model} needs {missing} in the environment "
+                        f"(or --{'eval' if label.startswith('model') else 'judge'}-api-key-env)")
+
+
+@dataclass
+class Plan:
+    dialogues: int
+    triggers: int
+    unevaluable: int
+    generation_calls: int
+    generation_cached: int
+    judge_calls: int
+    judge_cached: int
+
+    def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool) -> list[str]:
+        out = [f"corpus      {settings.corpus.describe()} (revision {corpus_revision[:19]})",
+               f"plan        {self.dialogues} dialogues, {self.triggers} triggers"
+               + (f" ({self.unevaluable} not evaluable: no user message)"
+                  if self.unevaluable else "")]
+        if regenerate:
+            out.append(f"generation  {settings.model_under_test.model}: "
+                       f"{self.generation_calls} calls, {self.generation_cached} cached, "
+                       f"{self.generation_calls - self.generation_cached} to make")
+        out.append(f"judging     {settings.judge.model}: {self.judge_calls} calls, "
+                   f"{self.judge_cached} cached, {self.judge_calls - self.judge_cached} to make")
+        return out
+
+
+def make_plan(settings: RunSettings, triggers: Artifact, calls: CallCache,
+              prompt: JudgePrompt, responses: pl.DataFrame | None = None) -> Plan:
+    """Count calls to make. With `responses` (rejudge), judge exactly those that are ok."""
+    frame = triggers.frame()
+    generation_total = generation_cached = judge_total = judge_cached = 0
+    if responses is None:
+        for trigger, sample_index, request in planned_requests(frame, settings.model_under_test,
+                                                               SAMPLES):
+            generation_total += 1
+            judge_total += 1
+            hit = calls.get(request.key)
+            if hit is None:
+                continue
+            generation_cached += 1
+            judged = judge_request(trigger, hit["content"], settings.judge, prompt,
+                                   settings.judge_response_format, sample_index)
+            judge_cached += judged.key in calls
+    else:
+        by_trigger = {(t["unique_id_eval"], t["turn"]): t for t in frame.iter_rows(named=True)}
+        for response in responses.filter(pl.col("status") == "ok").iter_rows(named=True):
+            judge_total += 1
+            trigger = by_trigger[(response["unique_id_eval"], response["turn"])]
+            judged = judge_request(trigger, response["response"], settings.judge, prompt,
+                                   settings.judge_response_format, response["sample_index"])
+            judge_cached += judged.key in calls
+    return Plan(dialogues=frame["unique_id_eval"].n_unique(), triggers=frame.height,
+                unevaluable=frame.filter(~pl.col("evaluable")).height,
+                generation_calls=generation_total, generation_cached=generation_cached,
+                judge_calls=judge_total, judge_cached=judge_cached)

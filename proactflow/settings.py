@@ -1,0 +1,144 @@
+"""One settings model for a run: the model under test and the judge as named roles, the corpus,
+the judge prompt, the store, and runtime options.
+
+What changes an output (model, endpoint, generation settings, prompt hashes, corpus revision)
+goes into artifact keys through the `*_key_material()` methods; what does not (API key variable,
+concurrency, timeouts, paths) stays out. No field holds a secret: keys are read from the
+environment at call time, so these settings are safe to log and to pass as Prefect parameters.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .cache.keys import text_sha256
+
+DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
+DEFAULT_STORE = ".proactflow"
+HUB_REPO_ID = "bosonai/proactbench"
+HUB_FILENAME = "final_dialogues.jsonl"
+UPSTREAM_PROMPT_COMMIT = "64f6270b9ddd07e123b3324f6f3da836948a4338"
+UPSTREAM_PROMPT_SHA256 = "22f73655aaf72d37ef4726845ef9a85ed4b43a26194f5f77797a54eff86a6262"
+PAPER_JUDGE = "gpt-5.4"
+
+_REASONING_PREFIXES = ("gpt-5", "o1", "o3", "o4")
+
+Role = Literal["model_under_test", "judge"]
+
+
+def is_reasoning_model(model: str) -> bool:
+    """PROTOCOL.md's rule: OpenAI reasoning models and gemini-2.5-pro get reasoning defaults."""
+    name = model.rsplit("/", 1)[-1].lower()
+    return name.startswith(_REASONING_PREFIXES) or name.startswith("gemini-2.5-pro")
+
+
+class Generation(BaseModel):
+    """Sampling settings sent with every call of a role. None means 'not sent'."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float | None = Field(description="Sampling temperature.")
+    max_tokens: int = Field(gt=0, description="Maximum new tokens.")
+    top_p: float | None = Field(description="Nucleus sampling; None for reasoning models.")
+    reasoning_effort: str | None = Field(
+        default=None, description="Sent to reasoning models only (judge default: medium).")
+    system_prompt: str | None = Field(
+        default=None, description="System prompt for the model under test (none by default).")
+
+
+def protocol_defaults(role: Role, model: str) -> Generation:
+    """The defaults of PROTOCOL.md steps 2 and 4 for a role and model."""
+    reasoning = is_reasoning_model(model)
+    if role == "model_under_test":
+        if reasoning:
+            return Generation(temperature=1.0, max_tokens=32768, top_p=None)
+        return Generation(temperature=0.7, max_tokens=8192, top_p=1.0)
+    if reasoning:
+        return Generation(temperature=1.0, max_tokens=32768, top_p=None, reasoning_effort="medium")
+    return Generation(temperature=0.7, max_tokens=32768, top_p=1.0)
+
+
+class ModelRole(BaseModel):
+    """A model in one role of the run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str = Field(description="Any litellm model string, e.g. gpt-4o-mini, openai/my-model.")
+    api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint URL.")
+    api_key_env: str | None = Field(
+        default=None, description="Name of the environment variable holding the API key "
+                                  "(default: the provider's usual variable).")
+    generation: Generation = Field(description="Sampling settings.")
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.api_base.rstrip("/") if self.api_base else None
+
+    def key_material(self) -> dict:
+        """What about this role changes its outputs: never the key variable."""
+        generation = self.generation.model_dump(exclude={"system_prompt"})
+        system_prompt = self.generation.system_prompt
+        generation["system_prompt_sha256"] = text_sha256(system_prompt) if system_prompt else None
+        return {"model": self.model, "api_base": self.endpoint, "generation": generation}
+
+
+class CorpusSource(BaseModel):
+    """Where the dialogues come from and which of them to evaluate."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str | None = Field(default=None, description="Local JSONL file; None for the hub.")
+    repo_id: str = Field(default=HUB_REPO_ID, description="Hub dataset repository.")
+    filename: str = Field(default=HUB_FILENAME, description="File inside the dataset repo.")
+    revision: str | None = Field(default=None, description="Hub revision to pin (default main).")
+    limit: int | None = Field(default=None, ge=1, description="Only the first N dialogues.")
+    phases: tuple[str, ...] = Field(
+        default=("EMERGENT", "CRITICAL", "RECOVERY"), description="Phases to evaluate.")
+
+    def describe(self) -> str:
+        if self.path:
+            return self.path
+        return f"hf://datasets/{self.repo_id}/{self.filename}@{self.revision or 'main'}"
+
+
+class RuntimeOptions(BaseModel):
+    """How calls are made. None of this changes an output, so none of it enters a key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    concurrency: int = Field(default=16, ge=1, le=1024, description="Calls in flight per role.")
+    timeout_s: float = Field(default=600.0, gt=0, description="Per-call timeout, seconds.")
+    max_attempts: int = Field(default=6, ge=1, description="Tries per call (first + retries).")
+    retry_base_delay_s: float = Field(default=1.0, ge=0, description="First backoff delay.")
+    retry_max_delay_s: float = Field(default=60.0, ge=0, description="Backoff ceiling.")
+    max_consecutive_failures: int = Field(
+        default=30, ge=1, description="Failed attempts in a row, with no success between, after "
+                                      "which the endpoint is declared down and the run stops.")
+    judge_parse_attempts: int = Field(
+        default=3, ge=1, description="Judge calls per trigger when replies do not validate.")
+    rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
+
+
+class RunSettings(BaseModel):
+    """Everything one evaluation run needs. Safe to log: it never holds a secret."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model_under_test: ModelRole = Field(description="The model being evaluated.")
+    judge: ModelRole = Field(description="The model that scores the responses.")
+    corpus: CorpusSource = Field(default_factory=CorpusSource, description="The dialogues.")
+    judge_prompt_file: str | None = Field(
+        default=None, description="Judge system prompt file; None for the upstream prompt.")
+    judge_response_format: Literal["json_schema", "json_object", "none"] = Field(
+        default="json_schema", description="Structured-output mode requested from the judge.")
+    store: str = Field(description="Root folder of the artifact store.")
+    out: str | None = Field(default=None, description="Folder for CSV/JSON exports.")
+    runtime: RuntimeOptions = Field(default_factory=RuntimeOptions, description="Call options.")
+
+
+def default_store() -> str:
+    return os.environ.get(DEFAULT_STORE_ENV) or str(Path(DEFAULT_STORE))

@@ -1,0 +1,192 @@
+"""The edges to benchmark data: the corpus (hub or local file) and the upstream judge prompt.
+
+Both are data, not code of this project: the corpus comes from the Hugging Face hub at a pinned
+or recorded revision, and the judge prompt is read out of the upstream module with `ast` (never
+executed) at a pinned commit, checked against its known hash and cached in the store.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .cache.artifacts import write_atomic
+from .cache.keys import text_sha256
+from .errors import CorpusError, UserError
+from .schemas.corpus import CorpusRow
+from .settings import UPSTREAM_PROMPT_COMMIT, UPSTREAM_PROMPT_SHA256, CorpusSource
+
+UPSTREAM_MODULE_URL_ENV = "PROACTFLOW_UPSTREAM_PROMPT_URL"
+UPSTREAM_MODULE_URL = ("https://raw.githubusercontent.com/boson-ai/ProactBench/{commit}/"
+                       "proactbench/prompts/runtime.py")
+JUDGE_TEMPLATE_NAME = "JUDGE_SYSTEM_TEMPLATE"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class LoadedCorpus:
+    rows: list[CorpusRow]
+    revision: str
+    """Hub commit sha, or `sha256:<hex>` of a local file's bytes."""
+    description: str
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc) or "(row)"
+
+
+def parse_corpus(data: bytes, source: str) -> list[CorpusRow]:
+    """Validate every line of a corpus file; the first problem raises CorpusError."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise CorpusError(source, line, f"not valid UTF-8 (byte {exc.start})") from None
+    rows: list[CorpusRow] = []
+    first_seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(source, number, f"invalid JSON ({exc.msg} at column {exc.colno})") \
+                from None
+        if not isinstance(raw, dict):
+            raise CorpusError(source, number, "expected a JSON object")
+        try:
+            row = CorpusRow.model_validate(raw)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise CorpusError(source, number,
+                              f"field {_field_path(error['loc'])}: {error['msg']}") from None
+        if row.unique_id_eval in first_seen:
+            raise CorpusError(source, number, f"duplicate unique_id_eval {row.unique_id_eval!r} "
+                                              f"(first on line {first_seen[row.unique_id_eval]})")
+        first_seen[row.unique_id_eval] = number
+        rows.append(row)
+    if not rows:
+        raise CorpusError(source, None, "no dialogues (the file is empty)")
+    return rows
+
+
+def read_corpus_file(path: str | Path) -> tuple[list[CorpusRow], str]:
+    """Rows of a local corpus file and its revision (sha256 of its bytes)."""
+    path = Path(path).expanduser()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"corpus file not found: {path}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read corpus file {path}: {exc.strerror}") from None
+    return parse_corpus(data, str(path)), "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def download_corpus(repo_id: str, filename: str, revision: str | None) -> tuple[Path, str]:
+    """Fetch the corpus file from the hub (or its local cache); return it and its commit sha."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (EntryNotFoundError, LocalEntryNotFoundError,
+                                        RepositoryNotFoundError, RevisionNotFoundError)
+
+    try:
+        path = Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset",
+                                    revision=revision))
+    except RevisionNotFoundError:
+        raise UserError(f"hub dataset {repo_id} has no revision {revision!r}") from None
+    except EntryNotFoundError:
+        raise UserError(f"hub dataset {repo_id} has no file {filename!r}") from None
+    except RepositoryNotFoundError:
+        raise UserError(f"hub dataset {repo_id} not found (or it needs HF_TOKEN)") from None
+    except LocalEntryNotFoundError:
+        raise UserError(f"cannot download {filename} from {repo_id}: offline and not in the "
+                        "local hub cache (pass --corpus FILE or go online once)") from None
+    except OSError as exc:
+        raise UserError(f"cannot download {filename} from {repo_id}: {exc}") from None
+    # The hub cache keeps each file under snapshots/<commit sha>/: that is the revision used.
+    commit = path.parent.name
+    if not _COMMIT.match(commit):
+        commit = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return path, commit
+
+
+def load_corpus(source: CorpusSource) -> LoadedCorpus:
+    if source.path:
+        rows, revision = read_corpus_file(source.path)
+        return LoadedCorpus(rows, revision, source.path)
+    path, commit = download_corpus(source.repo_id, source.filename, source.revision)
+    rows = parse_corpus(path.read_bytes(), f"{source.repo_id}/{source.filename}@{commit[:12]}")
+    return LoadedCorpus(rows, commit, f"hf://datasets/{source.repo_id}@{commit}")
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    text: str
+    sha256: str
+    source: str
+
+
+def extract_string_constant(module_source: str, name: str = JUDGE_TEMPLATE_NAME) -> str:
+    """The value of a module-level string constant, read with `ast` without running the code."""
+    try:
+        tree = ast.parse(module_source)
+    except SyntaxError as exc:
+        raise UserError(f"upstream prompt module does not parse: {exc.msg}") from None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                raise UserError(f"{name} in the upstream module is not a plain string") from None
+            if isinstance(value, str):
+                return value
+    raise UserError(f"the upstream prompt module defines no string {name}")
+
+
+def read_judge_prompt_file(path: str | Path) -> JudgePrompt:
+    path = Path(path).expanduser()
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UserError(f"judge prompt file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"judge prompt file is not UTF-8: {path}") from None
+    if not text.strip():
+        raise UserError(f"judge prompt file is empty: {path}")
+    return JudgePrompt(text, text_sha256(text), str(path))
+
+
+def fetch_upstream_judge_prompt(store_root: Path, commit: str = UPSTREAM_PROMPT_COMMIT,
+                                expected_sha256: str = UPSTREAM_PROMPT_SHA256) -> JudgePrompt:
+    """The upstream judge prompt at a pinned commit: from the store, or downloaded once."""
+    cached = store_root / "inputs" / "judge_prompt" / f"{commit}.txt"
+    source = f"boson-ai/ProactBench@{commit[:12]}:{JUDGE_TEMPLATE_NAME}"
+    if cached.exists():
+        text = cached.read_text(encoding="utf-8")
+        if text_sha256(text) == expected_sha256:
+            return JudgePrompt(text, expected_sha256, source)
+    url = os.environ.get(UPSTREAM_MODULE_URL_ENV, UPSTREAM_MODULE_URL).format(commit=commit)
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            module_source = response.read().decode("utf-8")
+    except (urllib.error.URLError, OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"cannot download the upstream judge prompt from {url} ({reason}); "
+                        "pass --judge-prompt FILE") from None
+    text = extract_string_constant(module_source)
+    digest = text_sha256(text)
+    if digest != expected_sha256:
+        raise UserError(f"upstream judge prompt at {commit[:12]} has sha256 {digest[:16]}..., "
+                        f"expected {expected_sha256[:16]}...: refusing to use it")
+    write_atomic(cached, text.encode("utf-8"))
+    return JudgePrompt(text, digest, source)

@@ -1,0 +1,1 @@
+"""Row models (pydantic, one docstring per field) and the Arrow schemas of every table."""

@@ -1,0 +1,56 @@
+"""phase_scores: PASS/PARTIAL/FAIL counts, rates and weighted score per phase and overall."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..schemas.arrow import arrow_schema
+from ..schemas.corpus import PHASES
+from ..schemas.tables import PhaseScoreRow
+
+STAGE = "phase_scores"
+VERSION = 1
+
+OVERALL = "OVERALL"
+
+
+def _counts(grouped: pl.DataFrame | pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    status, score = pl.col("status"), pl.col("score")
+    return (
+        grouped.lazy().group_by(keys).agg(
+            pl.len().alias("triggers"),
+            (score == "PASS").sum().alias("pass"),
+            (score == "PARTIAL").sum().alias("partial"),
+            (score == "FAIL").sum().alias("fail"),
+            (status == "skipped").sum().alias("skipped"),
+            (status == "unevaluable").sum().alias("unevaluable"),
+            (status == "generation_error").sum().alias("generation_errors"),
+            (status == "judge_error").sum().alias("judge_errors"),
+        )
+    )
+
+
+def score_phases(judgments: pl.DataFrame) -> pl.DataFrame:
+    """Per (model, judge, phase) and OVERALL. Overall pools all triggers; it is not the mean of
+    the phase scores. Rates are null where nothing was evaluated, never a placeholder."""
+    keys = ["model", "judge"]
+    per_phase = _counts(judgments, keys + ["phase"])
+    overall = _counts(judgments, keys).with_columns(phase=pl.lit(OVERALL))
+    order = {phase: rank for rank, phase in enumerate(PHASES + (OVERALL,))}
+    evaluated = pl.col("pass") + pl.col("partial") + pl.col("fail")
+    rate = lambda numerator: pl.when(evaluated > 0).then(numerator / evaluated)  # noqa: E731
+    table = (
+        pl.concat([per_phase, overall.select(per_phase.collect_schema().names())])
+        .with_columns(evaluated=evaluated)
+        .with_columns(
+            not_evaluated=pl.col("triggers") - pl.col("evaluated"),
+            pass_rate=rate(pl.col("pass")),
+            partial_rate=rate(pl.col("partial")),
+            weighted_score=rate(pl.col("pass") + 0.5 * pl.col("partial")),
+        )
+        .with_columns(_order=pl.col("phase").replace_strict(order, default=len(order)))
+        .sort("model", "judge", "_order")
+        .collect()
+    )
+    schema = arrow_schema(PhaseScoreRow)
+    return pl.from_arrow(table.select(schema.names).to_arrow().cast(schema))

@@ -1,0 +1,63 @@
+"""responses: the model under test's reply at every trigger (PROTOCOL.md step 2)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import polars as pl
+
+from ..llm import ChatClient, ChatRequest, run_bounded
+from ..schemas.arrow import to_frame
+from ..schemas.tables import ResponseRow
+from ..settings import ModelRole
+
+STAGE = "responses"
+VERSION = 1
+
+
+def response_request(trigger: dict[str, Any], role: ModelRole, sample_index: int = 0) -> ChatRequest:
+    """The exact call for one trigger: optional system prompt, then the trigger's context."""
+    messages = [(m["role"], m["content"]) for m in trigger["context"]]
+    if role.generation.system_prompt:
+        messages.insert(0, ("system", role.generation.system_prompt))
+    return ChatRequest.build(role, messages, sample_index=sample_index)
+
+
+def planned_requests(triggers: pl.DataFrame, role: ModelRole, samples: int = 1):
+    """(trigger, sample_index, request) for every evaluable trigger and sample."""
+    for trigger in triggers.iter_rows(named=True):
+        if trigger["evaluable"]:
+            for sample_index in range(samples):
+                yield trigger, sample_index, response_request(trigger, role, sample_index)
+
+
+async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: ChatClient, *,
+                             samples: int = 1, concurrency: int = 16,
+                             on_row: Callable[[ResponseRow], None] | None = None) -> pl.DataFrame:
+    """One ResponseRow per (trigger, sample): ok, error (after retries) or unevaluable."""
+
+    async def answer(job) -> ResponseRow:
+        trigger, sample_index, request = job
+        outcome = await client.call(request)
+        return ResponseRow(
+            unique_id_eval=trigger["unique_id_eval"], turn=trigger["turn"],
+            phase=trigger["phase"], sample_index=sample_index, model=role.model,
+            status="ok" if outcome.ok else "error", message=outcome.error,
+            response=outcome.content if outcome.ok else None,
+            finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
+            attempts=outcome.attempts, request_key=outcome.request_key,
+        )
+
+    jobs = list(planned_requests(triggers, role, samples))
+    answered = await run_bounded(jobs, answer, concurrency, on_row)
+    unevaluable = [
+        ResponseRow(unique_id_eval=t["unique_id_eval"], turn=t["turn"], phase=t["phase"],
+                    sample_index=s, model=role.model, status="unevaluable",
+                    message=t["unevaluable_reason"], response=None, finish_reason=None,
+                    prompt_tokens=None, completion_tokens=None, latency_s=None, attempts=0,
+                    request_key=None)
+        for t in triggers.iter_rows(named=True) if not t["evaluable"] for s in range(samples)
+    ]
+    frame = to_frame(answered + unevaluable, ResponseRow)
+    return frame.sort("unique_id_eval", "turn", "sample_index")

@@ -1,0 +1,167 @@
+"""A local OpenAI-compatible HTTP server for tests and benchmarks.
+
+It speaks just enough of the chat-completions API for litellm's OpenAI client: `POST
+/v1/chat/completions` and `GET /v1/models`. What a model answers is decided by a responder
+function per model name, so a test can script replays, failures and malformed replies, and the
+server counts every request per model: the number a test asserts on is measured at the server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+@dataclass
+class Reply:
+    """What the server sends back for one request."""
+
+    content: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    finish_reason: str = "stop"
+    delay: float = 0.0
+
+
+Responder = Callable[[dict], Reply]
+
+
+def text(content: str) -> Responder:
+    return lambda request: Reply(content=content)
+
+
+def always_status(status: int, message: str = "scripted failure") -> Responder:
+    return lambda request: Reply(status=status, content=message)
+
+
+class FakeOpenAI:
+    """Threaded fake endpoint; `responders` maps the request's `model` field to a Responder."""
+
+    def __init__(self, responders: dict[str, Responder] | None = None, latency: float = 0.0):
+        self.responders: dict[str, Responder] = dict(responders or {})
+        self.latency = latency
+        self.calls: Counter[str] = Counter()
+        self.requests: list[dict] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.call_times: list[float] = []
+        self.on_request: Callable[[dict], None] | None = None
+        self.responder_errors: list[str] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "FakeOpenAI":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "FakeOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.requests.clear()
+            self.call_times.clear()
+            self.peak_in_flight = 0
+
+    def _answer(self, request: dict) -> Reply:
+        model = request.get("model", "")
+        responder = self.responders.get(model)
+        if responder is None:
+            return Reply(status=404, content=f"The model `{model}` does not exist.")
+        return responder(request)
+
+    def _handler_class(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # keep test output clean
+                pass
+
+            def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None):
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    data = [{"id": name, "object": "model"} for name in fake.responders]
+                    self._send(200, {"object": "list", "data": data})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                request = json.loads(self.rfile.read(length) or b"{}")
+                request["_authorization"] = self.headers.get("Authorization", "")
+                with fake._lock:
+                    fake.calls[request.get("model", "")] += 1
+                    fake.requests.append(request)
+                    fake.call_times.append(time.monotonic())
+                    fake.in_flight += 1
+                    fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                try:
+                    if fake.on_request is not None:
+                        fake.on_request(request)
+                    try:
+                        reply = fake._answer(request)
+                    except Exception as exc:  # a broken responder is a test bug: say so loudly
+                        fake.responder_errors.append(repr(exc))
+                        reply = Reply(status=400, content=f"responder raised {exc!r}"[:300])
+                    pause = fake.latency + reply.delay
+                    if pause:
+                        time.sleep(pause)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
+                if reply.status != 200:
+                    error = {"message": reply.content, "type": "fake_error", "code": reply.status}
+                    self._send(reply.status, {"error": error}, reply.headers)
+                    return
+                words = len(reply.content.split())
+                prompt_words = sum(len(str(m.get("content", "")).split())
+                                   for m in request.get("messages", []))
+                self._send(200, {
+                    "id": f"chatcmpl-{fake.calls[request.get('model', '')]}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": request.get("model", ""),
+                    "choices": [{
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply.content},
+                        "finish_reason": reply.finish_reason,
+                    }],
+                    "usage": {
+                        "prompt_tokens": prompt_words,
+                        "completion_tokens": words,
+                        "total_tokens": prompt_words + words,
+                    },
+                }, reply.headers)
+
+        return Handler
