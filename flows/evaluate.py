@@ -23,13 +23,13 @@ from prefect.artifacts import acreate_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from ..cache.artifacts import Artifact
-from ..exports import write_outputs
-from ..pipeline import (StageReport, load_judge_prompt, materialize_judgments,
+from proactflow.cache.artifacts import Artifact
+from proactflow.exports import write_outputs
+from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_judgments,
                         materialize_phase_scores, materialize_responses, materialize_triggers,
                         open_call_cache, open_store, stored_responses)
-from ..settings import RunSettings
-from ..sources import load_corpus
+from proactflow.settings import RunSettings
+from proactflow.sources import load_corpus
 
 _TASK_OPTIONS = dict(cache_policy=NO_CACHE, persist_result=False)
 _VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",

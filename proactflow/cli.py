@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--max-attempts", type=_positive_int, default=6, metavar="N",
                          help="tries per call on 429/5xx/timeouts, with exponential backoff "
                               "(default: 6)")
+        run.add_argument("--retry-delay", type=float, default=1.0, metavar="SECONDS",
+                         help="first backoff delay, doubled on each retry up to 60 s, with "
+                              "jitter; a Retry-After header wins when longer (default: 1)")
         run.add_argument("--rpm", type=float, metavar="N",
                          help="at most N requests per minute per role (default: no limit)")
         run.add_argument("--dry-run", action="store_true",
@@ -196,7 +199,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         store=args.store or default_store(),
         out=args.out,
         runtime=RuntimeOptions(concurrency=args.concurrency, timeout_s=args.timeout,
-                               max_attempts=args.max_attempts, rpm=args.rpm),
+                               max_attempts=args.max_attempts,
+                               retry_base_delay_s=args.retry_delay, rpm=args.rpm),
     )
 
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .cache.keys import text_sha256
 
@@ -135,9 +135,24 @@ class RunSettings(BaseModel):
         default=None, description="Judge system prompt file; None for the upstream prompt.")
     judge_response_format: Literal["json_schema", "json_object", "none"] = Field(
         default="json_schema", description="Structured-output mode requested from the judge.")
-    store: str = Field(description="Root folder of the artifact store.")
+    store: str = Field(default_factory=lambda: default_store(),
+                       description="Root folder of the artifact store.")
     out: str | None = Field(default=None, description="Folder for CSV/JSON exports.")
     runtime: RuntimeOptions = Field(default_factory=RuntimeOptions, description="Call options.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_defaults(cls, data):
+        """A role given without generation settings gets PROTOCOL.md's defaults for its model,
+        so a deployment's parameters can name just the models."""
+        if isinstance(data, dict):
+            data = dict(data)
+            for role in ("model_under_test", "judge"):
+                given = data.get(role)
+                if isinstance(given, dict) and "model" in given and "generation" not in given:
+                    defaults = protocol_defaults(role, given["model"])
+                    data[role] = {**given, "generation": defaults.model_dump()}
+        return data
 
 
 def default_store() -> str:

@@ -100,15 +100,16 @@ def download_corpus(repo_id: str, filename: str, revision: str | None) -> tuple[
     try:
         path = Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset",
                                     revision=revision))
+    except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: test it first
+        raise UserError(f"cannot download {filename} from {repo_id}"
+                        f"{'@' + revision if revision else ''}: offline or unreachable, and "
+                        "not in the local hub cache (pass --corpus FILE)") from None
     except RevisionNotFoundError:
         raise UserError(f"hub dataset {repo_id} has no revision {revision!r}") from None
     except EntryNotFoundError:
         raise UserError(f"hub dataset {repo_id} has no file {filename!r}") from None
     except RepositoryNotFoundError:
         raise UserError(f"hub dataset {repo_id} not found (or it needs HF_TOKEN)") from None
-    except LocalEntryNotFoundError:
-        raise UserError(f"cannot download {filename} from {repo_id}: offline and not in the "
-                        "local hub cache (pass --corpus FILE or go online once)") from None
     except OSError as exc:
         raise UserError(f"cannot download {filename} from {repo_id}: {exc}") from None
     # The hub cache keeps each file under snapshots/<commit sha>/: that is the revision used.

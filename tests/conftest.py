@@ -1,0 +1,59 @@
+"""Shared fixtures: one Prefect test server per session, fake OpenAI endpoints, shared data."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# Prefect reads these at import: isolate its home and silence analytics before it loads.
+_PREFECT_HOME = tempfile.mkdtemp(prefix="proactflow-prefect-home-")
+os.environ["PREFECT_HOME"] = _PREFECT_HOME
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest  # noqa: E402
+
+from fake_openai import FakeOpenAI  # noqa: E402
+from replay import (JUDGE_PROMPT, SAMPLE_CORPUS, SHARED, published_triggers,  # noqa: E402
+                    replay_judge, replay_model, synthetic_judge, synthetic_model)
+
+if not SHARED.is_dir():
+    raise RuntimeError(f"shared benchmark data not found at {SHARED}: tests read "
+                       "../shared/proactbench beside the repository")
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One Prefect API for the whole session (starting one costs about ten seconds)."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="session")
+def published():
+    return published_triggers()
+
+
+@pytest.fixture
+def fake(published):
+    """A fake endpoint serving: `gen` (replays gpt-5.5), `judge` (replays gpt-5.4's labels),
+    `judge2` (a deterministic synthetic judge) and `synth` (a synthetic model)."""
+    server = FakeOpenAI({
+        "gen": replay_model(published),
+        "judge": replay_judge(published),
+        "judge2": synthetic_judge,
+        "synth": synthetic_model,
+    })
+    with server:
+        yield server
+    assert not server.responder_errors, server.responder_errors
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    return tmp_path / "store"

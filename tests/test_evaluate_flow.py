@@ -1,0 +1,111 @@
+"""End-to-end: the CLI runs the Prefect flow against a fake endpoint over real HTTP."""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+
+import polars as pl
+import pytest
+
+from fake_openai import Reply
+from helpers import cli_args, read_json, run_cli
+from replay import SAMPLE_RESULTS, read_jsonl
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+def published_counts() -> dict[str, Counter]:
+    """PASS/PARTIAL/FAIL per phase, straight from the published labels."""
+    counts: dict[str, Counter] = {}
+    for row in read_jsonl(SAMPLE_RESULTS):
+        for point in row["trigger_points"]:
+            phase = point["evaluation_rubric"]["type"]
+            counts.setdefault(phase, Counter())[point["evaluation_result"]["score"]] += 1
+    return counts
+
+
+def test_replayed_run_reproduces_published_metrics(fake, store, tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("run", cli_args(fake, store, extra=("--out", str(out)))) == 0
+
+    expected = published_counts()
+    metrics = read_json(out / "metrics.json")
+    for phase, counts in expected.items():
+        stats = metrics["aggregate_trigger_stats"][phase]
+        assert (stats["PASS"], stats["PARTIAL"], stats["FAIL"], stats["SKIPPED"]) == \
+            (counts["PASS"], counts["PARTIAL"], counts["FAIL"], 0)
+        evaluated = sum(counts.values())
+        name = phase.lower()
+        assert metrics["metrics"][f"eval/proactivity_{name}_pass_rate"] == \
+            pytest.approx(counts["PASS"] / evaluated)
+        assert metrics["metrics"][f"eval/proactivity_{name}_weighted_score"] == \
+            pytest.approx((counts["PASS"] + 0.5 * counts["PARTIAL"]) / evaluated)
+    everything = sum(expected.values(), Counter())
+    total = sum(everything.values())
+    assert metrics["metrics"]["eval/proactivity_overall_weighted_score"] == \
+        pytest.approx((everything["PASS"] + 0.5 * everything["PARTIAL"]) / total)
+    assert metrics["metrics"]["eval/proactivity_total_dialogues"] == 12
+
+    with open(out / "phase_scores.csv", newline="") as handle:
+        rows = {row["phase"]: row for row in csv.DictReader(handle)}
+    assert int(rows["OVERALL"]["pass"]) == everything["PASS"]
+    assert int(rows["OVERALL"]["evaluated"]) == total
+
+    results = [r for r in read_jsonl(out / "results.jsonl")]
+    published = read_jsonl(SAMPLE_RESULTS)
+    assert [r["unique_id_eval"] for r in results] == [r["unique_id_eval"] for r in published]
+    for mine, theirs in zip(results, published):
+        assert mine["trigger_stats"] == theirs["trigger_stats"]
+        assert [t["assistant_response"] for t in mine["turn_records"]] == \
+            [t["assistant_response"] for t in theirs["turn_records"]]
+    assert fake.calls == {"gen": 40, "judge": 40}
+
+
+def test_identical_rerun_makes_no_call(fake, store):
+    args = cli_args(fake, store)
+    assert run_cli("run", args) == 0
+    fake.reset_counts()
+    assert run_cli("run", args) == 0
+    assert sum(fake.calls.values()) == 0
+
+
+def test_rejudge_calls_only_the_new_judge(fake, store, tmp_path):
+    assert run_cli("run", cli_args(fake, store)) == 0
+    fake.reset_counts()
+    out = tmp_path / "rejudged"
+    assert run_cli("rejudge", cli_args(fake, store, judge_model="openai/judge2",
+                                       extra=("--out", str(out)))) == 0
+    assert fake.calls == {"judge2": 40}
+    metrics = read_json(out / "metrics.json")
+    assert sum(sum(c.values()) for c in metrics["aggregate_trigger_stats"].values()) == 40
+    fake.reset_counts()
+    assert run_cli("rejudge", cli_args(fake, store, judge_model="openai/judge2")) == 0
+    assert sum(fake.calls.values()) == 0
+
+
+def test_rejudge_without_cached_responses_is_a_clear_error(fake, store, capsys):
+    assert run_cli("rejudge", cli_args(fake, store)) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("proactflow: error: no cached responses of openai/gen")
+    assert "\n" not in error
+    assert sum(fake.calls.values()) == 0
+
+
+def test_failing_model_becomes_counted_error_rows_and_is_retried(fake, store, tmp_path):
+    fake.responders["down"] = lambda request: Reply(status=503, content="overloaded")
+    out = tmp_path / "out"
+    args = cli_args(fake, store, eval_model="openai/down",
+                    extra=("--out", str(out), "--limit", "2", "--max-attempts", "2",
+                           "--retry-delay", "0.01"))
+    assert run_cli("run", args) == 0
+    # 2 dialogues of the sample hold 7 triggers; each call tried twice.
+    assert fake.calls["down"] == 14
+    assert fake.calls["judge"] == 0
+    scores = {r["phase"]: r for r in pl.read_csv(out / "phase_scores.csv").to_dicts()}
+    assert scores["OVERALL"]["generation_errors"] == 7
+    assert scores["OVERALL"]["evaluated"] == 0
+    assert scores["OVERALL"]["weighted_score"] is None
+    metrics = read_json(out / "metrics.json")
+    assert metrics["metrics"]["eval/proactivity_overall_weighted_score"] is None
+    assert sum(s["SKIPPED"] for s in metrics["aggregate_trigger_stats"].values()) == 7
