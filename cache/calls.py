@@ -3,28 +3,67 @@
 An interrupted stage resumes from here without repeating a finished call. Only successes are
 stored; a failed call or a judge reply that did not validate is never written, so it is retried on
 the next run. diskcache is SQLite underneath: safe for several processes sharing one store.
+
+Leases keep two runs on one store from paying twice for the same call: a process claims a request
+before calling, and another process that needs the same request waits for the result instead. A
+lease expires on its own, and a lease whose holder died on this host is taken over at once.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import diskcache
 
+_HOST = socket.gethostname()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 
 class CallCache:
     def __init__(self, directory: Path | str):
-        self._cache = diskcache.Cache(str(directory), size_limit=2**40, eviction_policy="none")
+        directory = Path(directory)
+        self._results = diskcache.Cache(str(directory), size_limit=2**40, eviction_policy="none")
+        self._leases = diskcache.Cache(str(directory / "leases"), eviction_policy="none")
 
     def get(self, request_key: str) -> dict[str, Any] | None:
-        return self._cache.get(request_key)
+        return self._results.get(request_key)
 
     def __contains__(self, request_key: str) -> bool:
-        return request_key in self._cache
+        return request_key in self._results
 
     def put(self, request_key: str, record: dict[str, Any]) -> None:
-        self._cache.set(request_key, record)
+        self._results.set(request_key, record)
+
+    def claim(self, request_key: str, ttl: float) -> bool:
+        """Take the lease on a request; False while another live holder has it."""
+        me = (_HOST, os.getpid())
+        with self._leases.transact():
+            holder = self._leases.get(request_key)
+            if holder is not None:
+                host, pid = holder
+                if host != _HOST or pid == me[1] or _alive(pid):
+                    return False
+            self._leases.set(request_key, me, expire=ttl)
+            return True
+
+    def renew(self, request_key: str, ttl: float) -> None:
+        self._leases.touch(request_key, expire=ttl)
+
+    def release(self, request_key: str) -> None:
+        self._leases.delete(request_key)
 
     def close(self) -> None:
-        self._cache.close()
+        self._results.close()
+        self._leases.close()

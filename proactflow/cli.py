@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     specs = {
         "run": "generate responses, judge them and score each phase",
         "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
+        "status": "show what the store holds for these settings: calls cached, failed and "
+                  "still to make, and each stage's artifact; makes no call",
     }
     for name, summary in specs.items():
         sub = commands.add_parser(name, help=summary, description=summary + ".",
@@ -159,7 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="first backoff delay, doubled on each retry up to 60 s, with "
                               "jitter; a Retry-After header wins when longer (default: 1)")
         run.add_argument("--rpm", type=float, metavar="N",
-                         help="at most N requests per minute per role (default: no limit)")
+                         help="at most N requests per minute per role, shared by every run "
+                              "using the same store (default: no limit)")
+        run.add_argument("--tpm", type=float, metavar="N",
+                         help="at most N tokens (prompt + completion) per minute per role, "
+                              "shared likewise; paced on estimates, corrected by actual usage")
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
         sub.set_defaults(handler=_run_command)
@@ -200,7 +207,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         out=args.out,
         runtime=RuntimeOptions(concurrency=args.concurrency, timeout_s=args.timeout,
                                max_attempts=args.max_attempts,
-                               retry_base_delay_s=args.retry_delay, rpm=args.rpm),
+                               retry_base_delay_s=args.retry_delay, rpm=args.rpm,
+                               tpm=args.tpm),
     )
 
 
@@ -229,20 +237,41 @@ def _print_scores(scores: list[dict[str, Any]], complete: bool) -> None:
                       "command again to retry only those.[/yellow]")
 
 
+class _NoUserErrorTraceback(logging.Filter):
+    """Keeps Prefect's console lines about a user-fixable failure but drops the traceback: the
+    CLI ends with the one-line error. The Prefect UI still gets the full record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], UserError):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _quiet_console_tracebacks() -> None:
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging()
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _NoUserErrorTraceback) for f in handler.filters):
+            handler.addFilter(_NoUserErrorTraceback())
+
+
 def _run_command(args: argparse.Namespace) -> int:
     from .pipeline import (load_judge_prompt, materialize_triggers, open_call_cache,
                            open_store, stored_responses)
-    from .preflight import check_access, make_plan
+    from .preflight import check_access, make_plan, stage_states
     from .sources import load_corpus
 
-    regenerate = args.command == "run"
+    regenerate = args.command != "rejudge"
     settings = settings_from_args(args)
     store = open_store(settings)
     corpus = load_corpus(settings.corpus)            # validates every row before anything else
     prompt = load_judge_prompt(settings, store)
-    if regenerate:
+    if args.command == "run":
         check_access(settings.model_under_test, "model under test")
-    check_access(settings.judge, "judge")
+    if args.command != "status":
+        check_access(settings.judge, "judge")
     triggers, _ = materialize_triggers(settings, store, corpus)
     calls = open_call_cache(store)
     try:
@@ -252,12 +281,17 @@ def _run_command(args: argparse.Namespace) -> int:
         calls.close()
     for line in plan.lines(settings, corpus.revision, regenerate):
         print(line, flush=True)
+    if args.command == "status":
+        for line in stage_states(settings, store, triggers, prompt):
+            print(line)
+        return 0
     if args.dry_run:
         return 0
 
     from .flows.evaluate import evaluate, rejudge
 
     flow = evaluate if regenerate else rejudge
+    _quiet_console_tracebacks()
     result = asyncio.run(flow(settings=settings))
     _print_scores(result["scores"], result["complete"])
     for name, path in result["outputs"].items():

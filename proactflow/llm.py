@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
 from .cache.calls import CallCache
 from .cache.keys import content_key
 from .errors import EndpointDown, ProviderRejected
+from .ratelimit import SharedPacer
 from .settings import ModelRole, RuntimeOptions
 
 import litellm
@@ -130,23 +131,6 @@ class _AttemptFailed(Exception):
         self.retry_after = retry_after
 
 
-class RequestPacer:
-    """Spaces request starts to at most `rpm` per minute (a token bucket of depth one)."""
-
-    def __init__(self, rpm: float):
-        self._interval = 60.0 / rpm
-        self._next = 0.0
-        self._lock = asyncio.Lock()
-
-    async def wait(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
-            self._next = start + self._interval
-        if start > now:
-            await asyncio.sleep(start - now)
-
-
 def _retry_after(exc: BaseException) -> float | None:
     headers = getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
     if not headers:
@@ -161,10 +145,19 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
+def _describe(exc: BaseException, status: int | None) -> str:
+    """A short message: litellm nests provider names and class names several times over."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    text = text.rsplit("Exception - ", 1)[-1]
+    text = re.sub(r"^(litellm\.)?\w+(Error|Timeout): ", "", text)
+    kind = type(exc).__name__
+    return (f"HTTP {status} {kind}: {text}" if status else f"{kind}: {text}")[:300]
+
+
 def _classify(exc: BaseException, role: ModelRole) -> _AttemptFailed:
     """Map a provider exception to retryable / fatal-for-call / fatal-for-run."""
     status = getattr(exc, "status_code", None)
-    message = redact(f"{type(exc).__name__}: {exc}".splitlines()[0])[:300]
+    message = redact(_describe(exc, status))
     if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) \
             or status in (401, 403):
         raise ProviderRejected(f"{role.model}: the provider rejected the credentials ({message})")
@@ -186,22 +179,36 @@ class ChatClient:
     """Makes the calls of one role, through the per-call cache, with retries and a breaker."""
 
     def __init__(self, role: ModelRole, cache: CallCache, runtime: RuntimeOptions,
-                 completion: Callable[..., Awaitable[Any]] | None = None):
+                 completion: Callable[..., Awaitable[Any]] | None = None,
+                 request_pacer: SharedPacer | None = None,
+                 token_pacer: SharedPacer | None = None):
         self.role = role
         self.cache = cache
         self.runtime = runtime
         self.stats = CallStats()
         self._completion = completion or litellm.acompletion
-        self._pacer = RequestPacer(runtime.rpm) if runtime.rpm else None
+        self._request_pacer = request_pacer
+        self._token_pacer = token_pacer
         self._consecutive_failures = 0
         self._down: EndpointDown | None = None
+        self._lease_ttl = runtime.timeout_s + 60
 
     def cached(self, request: ChatRequest) -> bool:
         return request.key in self.cache
 
+    def _estimated_tokens(self, request: ChatRequest) -> float:
+        prompt = sum(len(content) for _, content in request.messages) / 4
+        answered = self.stats.completion_tokens / max(1, self.stats.calls - self.stats.cache_hits)
+        expected = answered if self.stats.completion_tokens else 512
+        return prompt + min(expected, dict(request.params).get("max_tokens", expected))
+
     async def _attempt(self, request: ChatRequest) -> tuple[Any, float]:
-        if self._pacer is not None:
-            await self._pacer.wait()
+        if self._request_pacer is not None:
+            await self._request_pacer.acquire()
+        estimate = 0.0
+        if self._token_pacer is not None:
+            estimate = self._estimated_tokens(request)
+            await self._token_pacer.acquire(estimate)
         kwargs: dict[str, Any] = dict(request.params)
         if request.api_base:
             kwargs["api_base"] = request.api_base
@@ -217,6 +224,10 @@ class ChatClient:
             max_retries=0,
             **kwargs,
         )
+        if self._token_pacer is not None:
+            usage = getattr(response, "usage", None)
+            used = getattr(usage, "total_tokens", None) or 0
+            self._token_pacer.settle(used - estimate)
         return response, time.monotonic() - started
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -240,6 +251,7 @@ class ChatClient:
             if self._down is not None:
                 raise self._down
             attempt += 1
+            self.cache.renew(request.key, self._lease_ttl)
             try:
                 response, latency = await self._attempt(request)
             except (ProviderRejected, asyncio.CancelledError):
@@ -272,17 +284,29 @@ class ChatClient:
         again (up to `judge_parse_attempts` times) and an unusable reply is never cached.
         """
         self.stats.calls += 1
-        hit = self.cache.get(request.key)
-        if hit is not None:
-            outcome = ChatOutcome(request.key, from_cache=True, **hit)
-            try:
-                if accept is not None:
-                    outcome.parsed = accept(outcome.content or "")
-            except ValueError:
-                pass  # cached before a stricter parser: ask again
-            else:
-                self.stats.cache_hits += 1
-                return outcome
+        while True:
+            hit = self.cache.get(request.key)
+            if hit is not None:
+                outcome = ChatOutcome(request.key, from_cache=True, **hit)
+                try:
+                    if accept is not None:
+                        outcome.parsed = accept(outcome.content or "")
+                except ValueError:
+                    pass  # cached before a stricter parser: ask again
+                else:
+                    self.stats.cache_hits += 1
+                    return outcome
+            if self.cache.claim(request.key, self._lease_ttl):
+                break
+            # Another run (or another trigger with the same request) is making this call.
+            await asyncio.sleep(0.2)
+        try:
+            return await self._call_uncached(request, accept)
+        finally:
+            self.cache.release(request.key)
+
+    async def _call_uncached(self, request: ChatRequest,
+                             accept: Callable[[str], T] | None) -> ChatOutcome:
         tries = self.runtime.judge_parse_attempts if accept is not None else 1
         attempts = 0
         for _ in range(tries):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,8 @@ from .errors import UserError
 from .llm import ChatClient
 from .schemas.arrow import conform
 from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
-from .settings import RunSettings
+from .ratelimit import SharedPacer
+from .settings import ModelRole, RunSettings
 from .sources import JudgePrompt, LoadedCorpus, fetch_upstream_judge_prompt, load_corpus, \
     read_judge_prompt_file
 from .stages import judgments, phase_scores, responses, triggers
@@ -127,8 +129,17 @@ class Progress:
             self._last_time, self._last_done = now, self.done
 
 
-def _client(role, calls: CallCache, settings: RunSettings) -> ChatClient:
-    return ChatClient(role, calls, settings.runtime)
+def _client(role: ModelRole, calls: CallCache, settings: RunSettings) -> ChatClient:
+    """A client for one role, paced by --rpm/--tpm across every run sharing the store."""
+    runtime = settings.runtime
+    coordination = Path(settings.store).expanduser() / "coordination"
+    target = f"{role.model}@{role.endpoint or 'provider'}"
+    return ChatClient(
+        role, calls, runtime,
+        request_pacer=SharedPacer(coordination, f"rpm|{target}", runtime.rpm)
+        if runtime.rpm else None,
+        token_pacer=SharedPacer(coordination, f"tpm|{target}", runtime.tpm)
+        if runtime.tpm else None)
 
 
 async def materialize_responses(settings: RunSettings, store: ArtifactStore, calls: CallCache,

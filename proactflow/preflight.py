@@ -34,8 +34,11 @@ def check_access(role: ModelRole, label: str) -> None:
         try:
             with urllib.request.urlopen(request, timeout=10):
                 pass
-        except urllib.error.HTTPError:
-            pass  # it answered: status codes other than 2xx still prove it is up
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise UserError(f"{label} endpoint {role.endpoint} rejected the API key "
+                                f"(HTTP {exc.code})") from None
+            # Any other answer proves the endpoint is up (some servers lack /models).
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise UserError(f"{label} endpoint {role.endpoint} does not answer ({reason})") \
@@ -113,3 +116,30 @@ def make_plan(settings: RunSettings, triggers: Artifact, calls: CallCache,
                 unevaluable=frame.filter(~pl.col("evaluable")).height,
                 generation_calls=generation_total, generation_cached=generation_cached,
                 judge_calls=judge_total, judge_cached=judge_cached)
+
+
+def stage_states(settings: RunSettings, store, triggers: Artifact, prompt: JudgePrompt
+                 ) -> list[str]:
+    """One line per stage: stored or not, complete or not, error rows."""
+    from .pipeline import judgments_spec, phase_scores_spec, responses_spec
+
+    lines = [f"{'triggers':<13} {triggers.key[:12]}  stored, {triggers.frame().height} rows"]
+    spec = responses_spec(settings, triggers.key)
+    for stage, error_statuses in (("responses", ["error"]),
+                                  ("judgments", ["judge_error", "generation_error"]),
+                                  ("phase_scores", [])):
+        found = store.get(spec)
+        if found is None:
+            lines.append(f"{stage:<13} {spec.key[:12]}  not stored")
+        else:
+            frame = found.frame()
+            errors = frame.filter(pl.col("status").is_in(error_statuses)).height \
+                if error_statuses else 0
+            state = "complete" if found.complete else "incomplete (a run will retry failures)"
+            lines.append(f"{stage:<13} {spec.key[:12]}  stored, {frame.height} rows, "
+                         f"{errors} failed, {state}")
+        if stage == "responses":
+            spec = judgments_spec(settings, spec.key, prompt.sha256)
+        elif stage == "judgments":
+            spec = phase_scores_spec(spec.key)
+    return lines

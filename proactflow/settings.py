@@ -121,6 +121,7 @@ class RuntimeOptions(BaseModel):
     judge_parse_attempts: int = Field(
         default=3, ge=1, description="Judge calls per trigger when replies do not validate.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
+    tpm: float | None = Field(default=None, gt=0, description="Tokens per minute per role.")
 
 
 class RunSettings(BaseModel):

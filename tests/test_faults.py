@@ -14,6 +14,8 @@ import pytest
 
 from fake_openai import Reply
 from helpers import cli_args, read_json, run_cli
+from proactflow.sources import read_corpus_file
+from proactflow.stages.triggers import build_triggers
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -162,3 +164,50 @@ def test_planted_secret_never_reaches_store_outputs_or_logs(fake, store, tmp_pat
         for path in folder.rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
+
+
+def test_two_runs_at_once_on_one_store(fake, store, tmp_path, prefect_server):
+    fake.latency = 0.05
+    concurrency = 4
+    env = dict(os.environ, PREFECT_API_URL=prefect_server)
+    outs = [tmp_path / f"out{i}" for i in range(2)]
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "proactflow.cli", "run",
+         *cli_args(fake, store, extra=("--concurrency", str(concurrency), "--out", str(out)))],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for out in outs]
+    for process in processes:
+        output, _ = process.communicate(timeout=240)
+        assert process.returncode == 0, output[-2000:]
+    # Each call is made once, except at most the ones both runs started at the same instant.
+    assert 40 <= fake.calls["gen"] <= 40 + concurrency
+    assert 40 <= fake.calls["judge"] <= 40 + concurrency
+    assert (outs[0] / "results.jsonl").read_text() == (outs[1] / "results.jsonl").read_text()
+    for path in (store / "artifacts").rglob("*"):
+        assert not path.name.endswith(".tmp"), path
+        if path.suffix == ".parquet":
+            assert pl.read_parquet(path).height > 0
+
+
+def test_status_counts_cached_failed_and_remaining_calls(fake, store, capsys):
+    fake.responders["half"] = lambda request: (
+        Reply(status=400, content="refused") if "?" in request["messages"][-1]["content"][-40:]
+        else Reply(content="an answer"))
+    args = cli_args(fake, store, eval_model="openai/half", judge_model="openai/judge2",
+                    extra=("--limit", "3"))
+    rows, _ = read_corpus_file(SAMPLE_CORPUS)
+    n = build_triggers(rows, limit=3).height
+    assert run_cli("status", args) == 0
+    before = capsys.readouterr().out
+    assert f"generation  openai/half: {n} calls, 0 cached, {n} to make" in before
+    assert "responses" in before and "not stored" in before
+    assert run_cli("run", args) == 0
+    failed = sum(1 for r in fake.requests if r["model"] == "half"
+                 and "?" in r["messages"][-1]["content"][-40:])
+    capsys.readouterr()
+    fake.reset_counts()
+    assert run_cli("status", args) == 0
+    after = capsys.readouterr().out
+    assert sum(fake.calls.values()) == 0
+    assert 0 < failed < n
+    assert f"generation  openai/half: {n} calls, {n - failed} cached, {failed} to make" in after
+    assert f"{failed} failed, incomplete" in after
