@@ -29,7 +29,7 @@ from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_jud
                         materialize_phase_scores, materialize_responses, materialize_triggers,
                         open_call_cache, open_store, stored_responses)
 from proactflow.settings import RunSettings
-from proactflow.sources import load_corpus
+from proactflow.sources import locate_corpus
 
 _TASK_OPTIONS = dict(cache_policy=NO_CACHE, persist_result=False)
 _VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",
@@ -38,7 +38,7 @@ _VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic
 
 @task(name="triggers", **_TASK_OPTIONS)
 def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
-    corpus = load_corpus(settings.corpus)
+    corpus = locate_corpus(settings.corpus)
     artifact, report = materialize_triggers(settings, open_store(settings), corpus)
     return artifact, report, corpus.revision
 

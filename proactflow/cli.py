@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 from pathlib import Path
@@ -257,22 +258,26 @@ def _quiet_console_tracebacks() -> None:
             handler.addFilter(_NoUserErrorTraceback())
 
 
-def _run_command(args: argparse.Namespace) -> int:
+def _preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
+    """Validate, check access and print the plan; True when the flow should run.
+
+    Kept apart from the run so that the corpus and tables it loads are freed before the flow
+    starts (the flow reloads what it needs from the store).
+    """
     from .pipeline import (load_judge_prompt, materialize_triggers, open_call_cache,
                            open_store, stored_responses)
     from .preflight import check_access, make_plan, stage_states
-    from .sources import load_corpus
+    from .sources import locate_corpus
 
     regenerate = args.command != "rejudge"
-    settings = settings_from_args(args)
     store = open_store(settings)
-    corpus = load_corpus(settings.corpus)            # validates every row before anything else
+    corpus = locate_corpus(settings.corpus)
+    triggers, _ = materialize_triggers(settings, store, corpus)  # validates a new corpus
     prompt = load_judge_prompt(settings, store)
     if args.command == "run":
         check_access(settings.model_under_test, "model under test")
     if args.command != "status":
         check_access(settings.judge, "judge")
-    triggers, _ = materialize_triggers(settings, store, corpus)
     calls = open_call_cache(store)
     try:
         responses = None if regenerate else stored_responses(settings, store, triggers).frame()
@@ -284,17 +289,23 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.command == "status":
         for line in stage_states(settings, store, triggers, prompt):
             print(line)
+        return False
+    return not args.dry_run
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    if not _preflight(args, settings):
         return 0
-    if args.dry_run:
-        return 0
+    gc.collect()
 
     from .flows.evaluate import evaluate, rejudge
 
-    flow = evaluate if regenerate else rejudge
+    flow = evaluate if args.command == "run" else rejudge
     _quiet_console_tracebacks()
     result = asyncio.run(flow(settings=settings))
     _print_scores(result["scores"], result["complete"])
-    for name, path in result["outputs"].items():
+    for path in result["outputs"].values():
         print(f"wrote {path}")
     print(f"run record: {result['record']}")
     return 0

@@ -23,7 +23,7 @@ from .schemas.arrow import conform
 from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
 from .ratelimit import SharedPacer
 from .settings import ModelRole, RunSettings
-from .sources import JudgePrompt, LoadedCorpus, fetch_upstream_judge_prompt, load_corpus, \
+from .sources import CorpusFile, JudgePrompt, fetch_upstream_judge_prompt, locate_corpus, \
     read_judge_prompt_file
 from .stages import judgments, phase_scores, responses, triggers
 
@@ -89,15 +89,16 @@ def phase_scores_spec(judgments_key: str) -> ArtifactSpec:
 # Materialisation.
 
 def materialize_triggers(settings: RunSettings, store: ArtifactStore,
-                         corpus: LoadedCorpus | None = None) -> tuple[Artifact, StageReport]:
+                         corpus: CorpusFile | None = None) -> tuple[Artifact, StageReport]:
+    """The triggers artifact; the corpus is parsed and validated only when it is not stored."""
     started = time.monotonic()
-    corpus = corpus or load_corpus(settings.corpus)
+    corpus = corpus or locate_corpus(settings.corpus)
     spec = triggers_spec(settings, corpus.revision)
     found = store.get(spec)
     if found is not None:
         return found, StageReport(spec.stage, spec.key, True, True,
                                   time.monotonic() - started, found.frame().height)
-    frame = triggers.build_triggers(corpus.rows, limit=settings.corpus.limit,
+    frame = triggers.build_triggers(corpus.rows(), limit=settings.corpus.limit,
                                     phases=settings.corpus.phases)
     if frame.is_empty():
         raise UserError(f"no triggers to evaluate in {corpus.description} for phases "

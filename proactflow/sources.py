@@ -33,11 +33,16 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
-class LoadedCorpus:
-    rows: list[CorpusRow]
+class CorpusFile:
+    """A corpus file located (downloaded if need be) but not yet parsed."""
+
+    path: Path
     revision: str
     """Hub commit sha, or `sha256:<hex>` of a local file's bytes."""
     description: str
+
+    def rows(self) -> list[CorpusRow]:
+        return parse_corpus(self.path.read_bytes(), self.description)
 
 
 def _field_path(loc: tuple) -> str:
@@ -81,14 +86,19 @@ def parse_corpus(data: bytes, source: str) -> list[CorpusRow]:
 
 def read_corpus_file(path: str | Path) -> tuple[list[CorpusRow], str]:
     """Rows of a local corpus file and its revision (sha256 of its bytes)."""
+    located = locate_local_corpus(path)
+    return located.rows(), located.revision
+
+
+def locate_local_corpus(path: str | Path) -> CorpusFile:
     path = Path(path).expanduser()
     try:
-        data = path.read_bytes()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:
         raise UserError(f"corpus file not found: {path}") from None
     except OSError as exc:
         raise UserError(f"cannot read corpus file {path}: {exc.strerror}") from None
-    return parse_corpus(data, str(path)), "sha256:" + hashlib.sha256(data).hexdigest()
+    return CorpusFile(path, "sha256:" + digest, str(path))
 
 
 def download_corpus(repo_id: str, filename: str, revision: str | None) -> tuple[Path, str]:
@@ -119,13 +129,13 @@ def download_corpus(repo_id: str, filename: str, revision: str | None) -> tuple[
     return path, commit
 
 
-def load_corpus(source: CorpusSource) -> LoadedCorpus:
+def locate_corpus(source: CorpusSource) -> CorpusFile:
+    """The corpus file and its revision, without parsing it: a triggers artifact stored for that
+    revision was built from these very bytes, so it needs no second validation."""
     if source.path:
-        rows, revision = read_corpus_file(source.path)
-        return LoadedCorpus(rows, revision, source.path)
+        return locate_local_corpus(source.path)
     path, commit = download_corpus(source.repo_id, source.filename, source.revision)
-    rows = parse_corpus(path.read_bytes(), f"{source.repo_id}/{source.filename}@{commit[:12]}")
-    return LoadedCorpus(rows, commit, f"hf://datasets/{source.repo_id}@{commit}")
+    return CorpusFile(path, commit, f"{source.repo_id}/{source.filename}@{commit[:12]}")
 
 
 @dataclass(frozen=True)

@@ -95,10 +95,10 @@ def evidence_is_verbatim(evidence: str, response: str) -> bool:
     return bool(quote) and quote in _normalise(response)
 
 
-def _row(trigger: dict[str, Any], response: dict[str, Any], role: ModelRole,
-         prompt: JudgePrompt, **fields: Any) -> JudgmentRow:
-    base = dict(unique_id_eval=trigger["unique_id_eval"], turn=trigger["turn"],
-                phase=trigger["phase"], sample_index=response["sample_index"],
+def _row(response: dict[str, Any], role: ModelRole, prompt: JudgePrompt,
+         **fields: Any) -> JudgmentRow:
+    base = dict(unique_id_eval=response["unique_id_eval"], turn=response["turn"],
+                phase=response["phase"], sample_index=response["sample_index"],
                 model=response["model"], judge=role.model, score=None, rationale=None,
                 evidence=None, evidence_verbatim=None, message=None, prompt_tokens=None,
                 completion_tokens=None, latency_s=None, attempts=0,
@@ -113,36 +113,37 @@ async def judge_responses(triggers: pl.DataFrame, responses: pl.DataFrame, role:
                           on_row: Callable[[JudgmentRow], None] | None = None) -> pl.DataFrame:
     """One JudgmentRow per response row. Only responses with status ok are sent to the judge;
     the others carry their status through so that aggregation counts them."""
-    by_trigger = {(t["unique_id_eval"], t["turn"]): t for t in triggers.iter_rows(named=True)}
-    jobs, carried = [], []
-    for response in responses.iter_rows(named=True):
-        trigger = by_trigger[(response["unique_id_eval"], response["turn"])]
-        if response["status"] == "ok":
-            jobs.append((trigger, response))
-        else:
-            status = "unevaluable" if response["status"] == "unevaluable" else "generation_error"
-            carried.append(_row(trigger, response, role, prompt, status=status,
-                                message=response["message"]))
+    keys = ["unique_id_eval", "turn"]
+    joined = responses.join(triggers.select(*keys, "context", "rubric"), on=keys, how="left")
+    answered = joined.filter(pl.col("status") == "ok")
+    carried = [
+        _row(response, role, prompt,
+             status="unevaluable" if response["status"] == "unevaluable" else "generation_error",
+             message=response["message"])
+        for response in joined.filter(pl.col("status") != "ok")
+        .drop("context", "rubric").iter_rows(named=True)
+    ]
 
-    async def judge(job) -> JudgmentRow:
-        trigger, response = job
-        request = judge_request(trigger, response["response"], role, prompt, response_format,
-                                response["sample_index"])
+    async def judge(index: int) -> JudgmentRow:
+        row = answered.row(index, named=True)  # one row at a time: the table stays columnar
+        request = judge_request(row, row["response"], role, prompt, response_format,
+                                row["sample_index"])
         outcome = await client.call(request, accept=parse_judge_reply)
         common = dict(prompt_tokens=outcome.prompt_tokens,
                       completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
                       attempts=outcome.attempts, request_key=outcome.request_key)
         if not outcome.ok:
-            return _row(trigger, response, role, prompt, status="judge_error",
+            return _row(row, role, prompt, status="judge_error",
                         message=outcome.error, **common)
         verdict: EvaluationResult = outcome.parsed
         scored = verdict.status == "EVALUATED"
-        return _row(trigger, response, role, prompt,
+        return _row(row, role, prompt,
                     status="scored" if scored else "skipped",
                     score=verdict.score if scored else None,
                     rationale=verdict.rationale, evidence=verdict.evidence,
-                    evidence_verbatim=evidence_is_verbatim(verdict.evidence, response["response"]),
+                    evidence_verbatim=evidence_is_verbatim(verdict.evidence, row["response"]),
                     message=None if scored else "the judge answered SKIPPED", **common)
 
+    jobs = range(answered.height)
     judged = await run_bounded(jobs, judge, concurrency, on_row)
     return to_frame(judged + carried, JudgmentRow).sort("unique_id_eval", "turn", "sample_index")

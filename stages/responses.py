@@ -24,20 +24,22 @@ def response_request(trigger: dict[str, Any], role: ModelRole, sample_index: int
 
 
 def planned_requests(triggers: pl.DataFrame, role: ModelRole, samples: int = 1):
-    """(trigger, sample_index, request) for every evaluable trigger and sample."""
-    for trigger in triggers.iter_rows(named=True):
-        if trigger["evaluable"]:
-            for sample_index in range(samples):
-                yield trigger, sample_index, response_request(trigger, role, sample_index)
+    """(trigger, sample_index, request) for every evaluable trigger and sample, built lazily."""
+    for trigger in triggers.filter(pl.col("evaluable")).iter_rows(named=True):
+        for sample_index in range(samples):
+            yield trigger, sample_index, response_request(trigger, role, sample_index)
 
 
 async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: ChatClient, *,
                              samples: int = 1, concurrency: int = 16,
                              on_row: Callable[[ResponseRow], None] | None = None) -> pl.DataFrame:
     """One ResponseRow per (trigger, sample): ok, error (after retries) or unevaluable."""
+    evaluable = triggers.filter(pl.col("evaluable"))
 
-    async def answer(job) -> ResponseRow:
-        trigger, sample_index, request = job
+    async def answer(job: tuple[int, int]) -> ResponseRow:
+        index, sample_index = job
+        trigger = evaluable.row(index, named=True)
+        request = response_request(trigger, role, sample_index)
         outcome = await client.call(request)
         return ResponseRow(
             unique_id_eval=trigger["unique_id_eval"], turn=trigger["turn"],
@@ -49,7 +51,7 @@ async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: Ch
             attempts=outcome.attempts, request_key=outcome.request_key,
         )
 
-    jobs = list(planned_requests(triggers, role, samples))
+    jobs = [(index, sample) for index in range(evaluable.height) for sample in range(samples)]
     answered = await run_bounded(jobs, answer, concurrency, on_row)
     unevaluable = [
         ResponseRow(unique_id_eval=t["unique_id_eval"], turn=t["turn"], phase=t["phase"],
@@ -57,7 +59,8 @@ async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: Ch
                     message=t["unevaluable_reason"], response=None, finish_reason=None,
                     prompt_tokens=None, completion_tokens=None, latency_s=None, attempts=0,
                     request_key=None)
-        for t in triggers.iter_rows(named=True) if not t["evaluable"] for s in range(samples)
+        for t in triggers.filter(~pl.col("evaluable")).iter_rows(named=True)
+        for s in range(samples)
     ]
     frame = to_frame(answered + unevaluable, ResponseRow)
     return frame.sort("unique_id_eval", "turn", "sample_index")
