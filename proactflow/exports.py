@@ -54,7 +54,8 @@ def results_rows(triggers: pl.DataFrame, responses: pl.DataFrame,
             *keys, "model", pl.col("response"), pl.col("prompt_tokens").alias("gen_prompt"),
             pl.col("completion_tokens").alias("gen_completion")), on=keys, how="left")
         .join(judgments.filter(first).select(
-            *keys, "judge", "status", "score", "rationale", "evidence", "message",
+            *keys, "judge", "judge_prompt_sha256", "status", "score", "rationale", "evidence",
+            "message",
             "prompt_tokens", "completion_tokens"), on=keys, how="left")
         .sort("dialogue_index", "turn")
     )
@@ -85,6 +86,7 @@ def results_rows(triggers: pl.DataFrame, responses: pl.DataFrame,
                 "judge": _usage(rows),
             },
             "judge_model": head["judge"],
+            "judge_prompt_sha256": head["judge_prompt_sha256"],
         })
     return out
 

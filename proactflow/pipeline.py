@@ -109,7 +109,7 @@ def materialize_triggers(settings: RunSettings, store: ArtifactStore,
 
 
 class Progress:
-    """Logs `done/total` of a stage now and then: every 10 % or every 15 seconds."""
+    """Logs `done/total` of a stage now and then: every 10 % (at least 10 rows) or 15 s."""
 
     def __init__(self, logger: logging.Logger | logging.LoggerAdapter, label: str, total: int):
         self.logger, self.label, self.total = logger, label, total
@@ -122,7 +122,7 @@ class Progress:
         if getattr(row, "status", "ok") not in ("ok", "scored", "skipped"):
             self.failed += 1
         now = time.monotonic()
-        step = max(1, self.total // 10)
+        step = max(10, self.total // 10)
         if self.done == self.total or self.done - self._last_done >= step \
                 or now - self._last_time >= 15:
             self.logger.info("%s: %d/%d done, %d failed", self.label, self.done, self.total,

@@ -104,6 +104,7 @@ class PhaseScoreRow(BaseModel):
 
     model: str = Field(description="Model under test.")
     judge: str = Field(description="Judge model.")
+    judge_prompt_sha256: str = Field(description="sha256 of the judge system prompt used.")
     phase: str = Field(description="EMERGENT, CRITICAL, RECOVERY or OVERALL.")
     triggers: int = Field(description="Trigger rows in this phase.")
     evaluated: int = Field(description="PASS + PARTIAL + FAIL.")

@@ -9,7 +9,7 @@ from ..schemas.corpus import PHASES
 from ..schemas.tables import PhaseScoreRow
 
 STAGE = "phase_scores"
-VERSION = 1
+VERSION = 2
 
 OVERALL = "OVERALL"
 
@@ -33,7 +33,7 @@ def _counts(grouped: pl.DataFrame | pl.LazyFrame, keys: list[str]) -> pl.LazyFra
 def score_phases(judgments: pl.DataFrame) -> pl.DataFrame:
     """Per (model, judge, phase) and OVERALL. Overall pools all triggers; it is not the mean of
     the phase scores. Rates are null where nothing was evaluated, never a placeholder."""
-    keys = ["model", "judge"]
+    keys = ["model", "judge", "judge_prompt_sha256"]
     per_phase = _counts(judgments, keys + ["phase"])
     overall = _counts(judgments, keys).with_columns(phase=pl.lit(OVERALL))
     order = {phase: rank for rank, phase in enumerate(PHASES + (OVERALL,))}
@@ -49,7 +49,7 @@ def score_phases(judgments: pl.DataFrame) -> pl.DataFrame:
             weighted_score=rate(pl.col("pass") + 0.5 * pl.col("partial")),
         )
         .with_columns(_order=pl.col("phase").replace_strict(order, default=len(order)))
-        .sort("model", "judge", "_order")
+        .sort(*keys, "_order")
         .collect()
     )
     schema = arrow_schema(PhaseScoreRow)

@@ -107,7 +107,10 @@ class FakeOpenAI:
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away (a killed or interrupted run)
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):

@@ -136,3 +136,12 @@ def test_pacers_on_one_store_share_the_budget(tmp_path, monkeypatch):
     assert starts[-1] - starts[0] >= 0.9 - 1e-6
     other_model = SharedPacer(tmp_path, "rpm|other", per_minute=600)
     assert asyncio.run(other_model.acquire()) < starts[-1]
+
+
+def test_a_call_slower_than_the_timeout_is_retried_then_an_error(tmp_path):
+    runtime = RuntimeOptions(timeout_s=0.3, retry_base_delay_s=0.01, max_attempts=2)
+    with FakeOpenAI({"m": lambda _: Reply(content="late", delay=1.0)}) as fake:
+        c = client(fake, "m", tmp_path, runtime)
+        outcome = asyncio.run(c.call(request(c)))
+        assert not outcome.ok and outcome.attempts == 2 and fake.calls["m"] == 2
+        assert "Timeout" in outcome.error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from collections import Counter
 
 import polars as pl
@@ -109,3 +110,59 @@ def test_failing_model_becomes_counted_error_rows_and_is_retried(fake, store, tm
     metrics = read_json(out / "metrics.json")
     assert metrics["metrics"]["eval/proactivity_overall_weighted_score"] is None
     assert sum(s["SKIPPED"] for s in metrics["aggregate_trigger_stats"].values()) == 7
+
+
+def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, store, monkeypatch):
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from prefect.logging.handlers import APILogHandler
+    from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+
+    secret = "sk-" + "test-PREFECT-PLANTED-abcdefghijklmnopqrstu"
+    monkeypatch.setenv("PLANTED_API_KEY", secret)
+    args = cli_args(fake, store, judge_model="openai/judge2",
+                    extra=("--limit", "2", "--eval-api-key-env", "PLANTED_API_KEY",
+                           "--judge-api-key-env", "PLANTED_API_KEY"))
+    assert run_cli("run", args) == 0
+
+    async def read():
+        await APILogHandler.aflush()  # logs travel to the server in batches
+        async with get_client() as client:
+            runs = await client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(name=FlowRunFilterName(
+                    any_=["openai/gen judged by openai/judge2"])),
+                sort=FlowRunSort.START_TIME_DESC, limit=1)
+            run = runs[0]
+            tasks = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id={"any_": [run.id]}), limit=20,
+                sort=TaskRunSort.EXPECTED_START_TIME_ASC)
+            # Read through the REST API: this client sends omitted filters as null, which the
+            # server rejects, and an empty task-run filter would hide flow-level artifacts.
+            response = await client._client.post("/artifacts/filter", json={
+                "artifacts": {"flow_run_id": {"any_": [str(run.id)]}},
+                "limit": 20, "offset": 0, "sort": "CREATED_DESC"})
+            response.raise_for_status()
+            artifacts = response.json()
+            response = await client._client.post("/logs/filter", json={
+                "logs": {"flow_run_id": {"any_": [str(run.id)]}},
+                "limit": 200, "offset": 0, "sort": "TIMESTAMP_ASC"})
+            response.raise_for_status()
+            return run, tasks, artifacts, [log["message"] for log in response.json()]
+
+
+    run, tasks, artifacts, logs = asyncio.run(read())
+    assert run.state.is_completed()
+    assert sorted(t.name.rsplit("-", 1)[0] for t in tasks) == \
+        ["judgments", "phase_scores", "responses", "triggers"]
+    table = next(a for a in artifacts if a["type"] == "table")
+    assert table["key"] == "phase-scores-openai-gen-by-openai-judge2"
+    rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
+    assert [r["phase"] for r in rows] == ["EMERGENT", "CRITICAL", "RECOVERY", "OVERALL"]
+    assert rows[-1]["triggers"] == 7
+    assert any("responses of openai/gen: 7/7 done" in message for message in logs)
+    everything = json.dumps(run.parameters) + json.dumps(artifacts) + \
+        "".join(logs)
+    assert "PLANTED_API_KEY" in json.dumps(run.parameters)  # the variable's name, not its value
+    assert secret not in everything

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +61,28 @@ def test_killed_run_resumes_without_repeating_finished_calls(fake, store, tmp_pa
     assert read_json(out / "metrics.json")["aggregate_trigger_stats"] == \
         read_json(reference / "metrics.json")["aggregate_trigger_stats"]
     assert (out / "results.jsonl").read_text() == (reference / "results.jsonl").read_text()
+
+
+def test_ctrl_c_stops_cleanly_and_the_next_run_continues(fake, store, prefect_server):
+    fake.latency = 0.05
+    args = cli_args(fake, store, extra=("--concurrency", "2"))
+    env = dict(os.environ, PREFECT_API_URL=prefect_server)
+    process = subprocess.Popen([sys.executable, "-m", "proactflow.cli", "run", *args], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while fake.calls["gen"] < 10:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert output.rstrip().splitlines()[-1].startswith("proactflow: interrupted. Finished calls "
+                                                       "are cached")
+    assert "Traceback" not in output
+    first = fake.calls["gen"]
+    fake.reset_counts()
+    assert run_cli("run", args) == 0
+    assert fake.calls["gen"] <= 40 - first + 2  # at most the two calls in flight again
 
 
 def test_invalid_judge_replies_are_retried_then_recorded_as_errors(fake, store, tmp_path):

@@ -38,6 +38,7 @@ def test_scores_match_a_hand_computation():
     ]
     scores = {r["phase"]: r for r in score_phases(to_frame(rows, JudgmentRow)).to_dicts()}
     assert list(scores) == ["EMERGENT", "CRITICAL", "RECOVERY", "OVERALL"]
+    assert {row["judge_prompt_sha256"] for row in scores.values()} == {"x"}
 
     emergent = scores["EMERGENT"]
     assert (emergent["triggers"], emergent["evaluated"], emergent["pass"], emergent["partial"],
