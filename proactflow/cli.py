@@ -11,6 +11,7 @@ import asyncio
 import gc
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -293,11 +294,33 @@ def _preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
     return not args.dry_run
 
 
+def _start_temporary_prefect_server() -> threading.Thread | None:
+    """Without PREFECT_API_URL, Prefect starts a temporary server at the first flow run, which
+    takes seconds: start it in the background now, while the preflight checks run."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return None
+
+    def start() -> None:
+        from prefect.server.api.server import SubprocessASGIServer
+
+        SubprocessASGIServer().start()
+
+    thread = threading.Thread(target=start, name="prefect-server-start", daemon=True)
+    thread.start()
+    return thread
+
+
 def _run_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    starting = None if args.command == "status" or args.dry_run \
+        else _start_temporary_prefect_server()
     if not _preflight(args, settings):
         return 0
     gc.collect()
+    if starting is not None:
+        starting.join()  # the flow's client must find the server up, not half started
 
     from .flows.evaluate import evaluate, rejudge
 

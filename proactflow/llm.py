@@ -14,7 +14,8 @@ import os
 import random
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
 
 from .cache.calls import CallCache
@@ -81,7 +82,7 @@ class ChatRequest:
         return cls(role.model, role.endpoint, tuple(messages), tuple(sorted(params.items())),
                    sample_index)
 
-    @property
+    @cached_property
     def key(self) -> str:
         return content_key({"model": self.model, "api_base": self.api_base,
                             "messages": [list(m) for m in self.messages],
@@ -251,7 +252,8 @@ class ChatClient:
             if self._down is not None:
                 raise self._down
             attempt += 1
-            self.cache.renew(request.key, self._lease_ttl)
+            if attempt > 1:  # the claim itself set the first lease period
+                self.cache.renew(request.key, self._lease_ttl)
             try:
                 response, latency = await self._attempt(request)
             except (ProviderRejected, asyncio.CancelledError):

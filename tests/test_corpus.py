@@ -78,7 +78,8 @@ def test_non_utf8_names_the_line(tmp_path):
         read_corpus_file(path)
 
 
-def test_cli_reports_bad_corpus_in_one_line_and_writes_nothing(tmp_path, capsys):
+def test_cli_reports_bad_corpus_in_one_line_and_writes_nothing(tmp_path, capsys,
+                                                                prefect_server):
     path = write_corpus(tmp_path, [LINES[0], mutate(LINES[1], _unknown_type)])
     store = tmp_path / "store"
     with FakeOpenAI() as fake:
