@@ -9,6 +9,7 @@ across runs); the stages own their content-addressed Parquet artifacts instead.
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import re
 import time
@@ -26,10 +27,12 @@ from prefect.runtime import flow_run
 from proactflow.cache.artifacts import Artifact
 from proactflow.exports import write_outputs
 from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_judgments,
-                        materialize_phase_scores, materialize_responses, materialize_triggers,
-                        open_call_cache, open_store, stored_responses)
+                                 materialize_phase_scores, materialize_responses,
+                                 materialize_triggers, open_call_cache, open_store,
+                                 responses_ready, stored_responses)
 from proactflow.settings import RunSettings
 from proactflow.sources import locate_corpus
+from proactflow.streaming import RowStream
 
 _TASK_OPTIONS = dict(cache_policy=NO_CACHE, persist_result=False)
 _VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",
@@ -44,19 +47,20 @@ def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
 
 
 @task(name="responses", **_TASK_OPTIONS)
-async def responses_task(settings: RunSettings, triggers: Artifact
-                         ) -> tuple[Artifact, StageReport]:
+async def responses_task(settings: RunSettings, triggers: Artifact,
+                         stream: RowStream | None = None) -> tuple[Artifact, StageReport]:
     store = open_store(settings)
     calls = open_call_cache(store)
     try:
-        return await materialize_responses(settings, store, calls, triggers, get_run_logger())
+        return await materialize_responses(settings, store, calls, triggers, get_run_logger(),
+                                           stream)
     finally:
         calls.close()
 
 
 @task(name="judgments", **_TASK_OPTIONS)
-async def judgments_task(settings: RunSettings, triggers: Artifact, responses: Artifact
-                         ) -> tuple[Artifact, StageReport, str]:
+async def judgments_task(settings: RunSettings, triggers: Artifact,
+                         responses: Artifact | RowStream) -> tuple[Artifact, StageReport, str]:
     store = open_store(settings)
     prompt = load_judge_prompt(settings, store)
     calls = open_call_cache(store)
@@ -99,13 +103,24 @@ async def _run(settings: RunSettings, *, regenerate: bool) -> dict[str, Any]:
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
     triggers, triggers_report, revision = triggers_task(settings)
+    store = open_store(settings)
     reports = [triggers_report]
-    if regenerate:
-        responses, responses_report = await responses_task(settings, triggers)
+    ready = responses_ready(settings, store, triggers) if regenerate else \
+        stored_responses(settings, store, triggers)
+    if ready is None:
+        # Judging starts with the first response: both stages run at once, joined by a stream.
+        stream = RowStream()
+        (responses, responses_report), (judgments, judgments_report, prompt_sha) = \
+            await asyncio.gather(responses_task(settings, triggers, stream),
+                                 judgments_task(settings, triggers, stream))
         reports.append(responses_report)
     else:
-        responses = stored_responses(settings, open_store(settings), triggers)
-    judgments, judgments_report, prompt_sha = await judgments_task(settings, triggers, responses)
+        responses = ready
+        if regenerate:
+            _, responses_report = await responses_task(settings, triggers)  # reuses the artifact
+            reports.append(responses_report)
+        judgments, judgments_report, prompt_sha = await judgments_task(settings, triggers,
+                                                                       responses)
     scores, scores_report = phase_scores_task(settings, judgments)
     reports += [judgments_report, scores_report]
 

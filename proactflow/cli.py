@@ -240,11 +240,14 @@ def _print_scores(scores: list[dict[str, Any]], complete: bool) -> None:
 
 
 class _NoUserErrorTraceback(logging.Filter):
-    """Keeps Prefect's console lines about a user-fixable failure but drops the traceback: the
-    CLI ends with the one-line error. The Prefect UI still gets the full record."""
+    """Keeps Prefect's console lines about a user-fixable failure (and about the stage stopped by
+    it) but drops the traceback: the CLI ends with the one-line error. The Prefect UI still gets
+    the full record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], UserError):
+        from .streaming import StageAborted
+
+        if record.exc_info and isinstance(record.exc_info[1], (UserError, StageAborted)):
             record.exc_info = None
             record.exc_text = None
         return True

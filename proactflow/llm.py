@@ -338,24 +338,24 @@ class ChatClient:
         return ChatOutcome(request.key, attempts=attempts, error=last_error)
 
 
-async def run_bounded(items: Sequence[Any], worker: Callable[[Any], Awaitable[T]],
-                      concurrency: int,
-                      on_result: Callable[[T], None] | None = None) -> list[T]:
-    """Apply `worker` to every item with at most `concurrency` in flight, keeping order.
+async def run_pool(take: Callable[[], Awaitable[Any]], worker: Callable[[Any], Awaitable[T]],
+                   concurrency: int, on_result: Callable[[T], None] | None = None) -> list[T]:
+    """Apply `worker` to items from `take()` (None ends) with `concurrency` workers.
 
-    A fixed pool of worker tasks pulls from one iterator, so 624 triggers never become 624
-    pending tasks. If any worker raises, the others are cancelled and the error propagates.
+    A fixed pool of worker tasks pulls items, so 624 triggers never become 624 pending tasks.
+    Results come in completion order. If a worker raises, the others are cancelled and the error
+    propagates.
     """
-    results: list[Any] = [None] * len(items)
-    pending = iter(enumerate(items))
+    results: list[T] = []
 
     async def drain() -> None:
-        for index, item in pending:
-            results[index] = await worker(item)
+        while (item := await take()) is not None:
+            result = await worker(item)
+            results.append(result)
             if on_result is not None:
-                on_result(results[index])
+                on_result(result)
 
-    workers = [asyncio.create_task(drain()) for _ in range(max(1, min(concurrency, len(items))))]
+    workers = [asyncio.create_task(drain()) for _ in range(max(1, concurrency))]
     try:
         await asyncio.gather(*workers)
     except BaseException:
@@ -364,3 +364,15 @@ async def run_bounded(items: Sequence[Any], worker: Callable[[Any], Awaitable[T]
         await asyncio.gather(*workers, return_exceptions=True)
         raise
     return results
+
+
+async def run_bounded(items: Sequence[Any], worker: Callable[[Any], Awaitable[T]],
+                      concurrency: int,
+                      on_result: Callable[[T], None] | None = None) -> list[T]:
+    """`run_pool` over a list, with no more workers than items."""
+    pending = iter(items)
+
+    async def take() -> Any:
+        return next(pending, None)
+
+    return await run_pool(take, worker, min(concurrency, max(1, len(items))), on_result)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -19,12 +19,13 @@ from .cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
 from .cache.calls import CallCache
 from .errors import UserError
 from .llm import ChatClient
+from .ratelimit import SharedPacer
 from .schemas.arrow import conform
 from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
-from .ratelimit import SharedPacer
 from .settings import ModelRole, RunSettings
 from .sources import CorpusFile, JudgePrompt, fetch_upstream_judge_prompt, locate_corpus, \
     read_judge_prompt_file
+from .streaming import RowStream
 from .stages import judgments, phase_scores, responses, triggers
 
 SAMPLES = 1
@@ -119,7 +120,7 @@ class Progress:
 
     def __call__(self, row: Any) -> None:
         self.done += 1
-        if getattr(row, "status", "ok") not in ("ok", "scored", "skipped"):
+        if row.status in ("error", "judge_error"):
             self.failed += 1
         now = time.monotonic()
         step = max(10, self.total // 10)
@@ -145,26 +146,54 @@ def _client(role: ModelRole, calls: CallCache, settings: RunSettings) -> ChatCli
 
 async def materialize_responses(settings: RunSettings, store: ArtifactStore, calls: CallCache,
                                 triggers_artifact: Artifact,
-                                logger: logging.Logger | logging.LoggerAdapter
+                                logger: logging.Logger | logging.LoggerAdapter,
+                                stream: RowStream | None = None
                                 ) -> tuple[Artifact, StageReport]:
+    """The responses artifact. With `stream`, every row is also handed to the judgments stage
+    the moment it exists; the stream is closed at the end, or aborted if this stage fails."""
     started = time.monotonic()
     spec = responses_spec(settings, triggers_artifact.key)
-    found = store.get(spec)
-    if found is not None and found.complete:
-        return found, StageReport(spec.stage, spec.key, True, True, time.monotonic() - started,
-                                  found.frame().height)
-    trigger_frame = triggers_artifact.frame()
-    client = _client(settings.model_under_test, calls, settings)
-    total = trigger_frame.filter(pl.col("evaluable")).height * SAMPLES
-    frame = await responses.generate_responses(
-        trigger_frame, settings.model_under_test, client, samples=SAMPLES,
-        concurrency=settings.runtime.concurrency,
-        on_row=Progress(logger, f"responses of {settings.model_under_test.model}", total))
-    complete = frame.filter(pl.col("status") == "error").is_empty()
-    artifact = store.put(spec, conform(frame, ResponseRow), complete=complete)
+    try:
+        found = store.get(spec)
+        if found is not None and found.complete:
+            frame = found.frame()
+            if stream is not None:
+                for row in frame.iter_rows(named=True):
+                    stream.put(row)
+                stream.close(True)
+            return found, StageReport(spec.stage, spec.key, True, True,
+                                      time.monotonic() - started, frame.height)
+        trigger_frame = triggers_artifact.frame()
+        client = _client(settings.model_under_test, calls, settings)
+        progress = Progress(logger, f"responses of {settings.model_under_test.model}",
+                            trigger_frame.height * SAMPLES)
+
+        def on_row(row: ResponseRow) -> None:
+            progress(row)
+            if stream is not None:
+                stream.put(row.model_dump())
+
+        frame = await responses.generate_responses(
+            trigger_frame, settings.model_under_test, client, samples=SAMPLES,
+            concurrency=settings.runtime.concurrency, on_row=on_row)
+        complete = frame.filter(pl.col("status") == "error").is_empty()
+        artifact = store.put(spec, conform(frame, ResponseRow), complete=complete)
+    except BaseException:
+        if stream is not None:
+            stream.abort()
+        raise
+    if stream is not None:
+        stream.close(complete)
     return artifact, StageReport(spec.stage, spec.key, False, complete,
                                  time.monotonic() - started, frame.height,
                                  client.stats.as_dict())
+
+
+def responses_ready(settings: RunSettings, store: ArtifactStore, triggers_artifact: Artifact
+                    ) -> Artifact | None:
+    """The stored responses when they are complete (nothing to generate), else None."""
+    found = store.get(responses_spec(settings, triggers_artifact.key))
+    return found if found is not None and found.complete else None
 
 
 def stored_responses(settings: RunSettings, store: ArtifactStore,
@@ -181,25 +210,33 @@ def stored_responses(settings: RunSettings, store: ArtifactStore,
 
 
 async def materialize_judgments(settings: RunSettings, store: ArtifactStore, calls: CallCache,
-                                triggers_artifact: Artifact, responses_artifact: Artifact,
+                                triggers_artifact: Artifact, responses_in: Artifact | RowStream,
                                 prompt: JudgePrompt,
                                 logger: logging.Logger | logging.LoggerAdapter
                                 ) -> tuple[Artifact, StageReport]:
+    """The judgments artifact, from the stored responses or from a stream of them while the
+    responses stage runs. Its key depends on the responses' key, which settings determine."""
     started = time.monotonic()
-    spec = judgments_spec(settings, responses_artifact.key, prompt.sha256)
-    found = store.get(spec)
-    if found is not None and found.complete and responses_artifact.complete:
-        return found, StageReport(spec.stage, spec.key, True, True, time.monotonic() - started,
-                                  found.frame().height)
-    response_frame = responses_artifact.frame()
+    responses_key = responses_spec(settings, triggers_artifact.key).key
+    spec = judgments_spec(settings, responses_key, prompt.sha256)
+    if isinstance(responses_in, Artifact):
+        found = store.get(spec)
+        if found is not None and found.complete and responses_in.complete:
+            return found, StageReport(spec.stage, spec.key, True, True,
+                                      time.monotonic() - started, found.frame().height)
+        source: pl.DataFrame | RowStream = responses_in.frame()
+        total = source.height
+    else:
+        source = responses_in
+        total = triggers_artifact.frame().height * SAMPLES
     client = _client(settings.judge, calls, settings)
-    total = response_frame.filter(pl.col("status") == "ok").height
     frame = await judgments.judge_responses(
-        triggers_artifact.frame(), response_frame, settings.judge, prompt, client,
+        triggers_artifact.frame(), source, settings.judge, prompt, client,
         response_format=settings.judge_response_format,
         concurrency=settings.runtime.concurrency,
         on_row=Progress(logger, f"judgments by {settings.judge.model}", total))
-    complete = responses_artifact.complete and frame.filter(
+    upstream_complete = responses_in.complete
+    complete = upstream_complete and frame.filter(
         pl.col("status").is_in(["judge_error", "generation_error"])).is_empty()
     artifact = store.put(spec, conform(frame, JudgmentRow), complete=complete)
     return artifact, StageReport(spec.stage, spec.key, False, complete,

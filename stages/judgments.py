@@ -9,13 +9,14 @@ from typing import Any, Callable
 import polars as pl
 from pydantic import ValidationError
 
-from ..llm import ChatClient, ChatRequest, run_bounded
+from ..llm import ChatClient, ChatRequest, run_pool
 from ..schemas.arrow import to_frame
 from ..schemas.corpus import Rubric
 from ..schemas.judge import EvaluationResult, JudgeReply
 from ..schemas.tables import JudgmentRow
 from ..settings import ModelRole
 from ..sources import JudgePrompt
+from ..streaming import RowStream
 
 STAGE = "judgments"
 VERSION = 1
@@ -107,43 +108,45 @@ def _row(response: dict[str, Any], role: ModelRole, prompt: JudgePrompt,
     return JudgmentRow(**base)
 
 
-async def judge_responses(triggers: pl.DataFrame, responses: pl.DataFrame, role: ModelRole,
-                          prompt: JudgePrompt, client: ChatClient, *,
+async def judge_responses(triggers: pl.DataFrame, responses: pl.DataFrame | RowStream,
+                          role: ModelRole, prompt: JudgePrompt, client: ChatClient, *,
                           response_format: str = "json_schema", concurrency: int = 16,
                           on_row: Callable[[JudgmentRow], None] | None = None) -> pl.DataFrame:
     """One JudgmentRow per response row. Only responses with status ok are sent to the judge;
-    the others carry their status through so that aggregation counts them."""
-    keys = ["unique_id_eval", "turn"]
-    joined = responses.join(triggers.select(*keys, "context", "rubric"), on=keys, how="left")
-    answered = joined.filter(pl.col("status") == "ok")
-    carried = [
-        _row(response, role, prompt,
-             status="unevaluable" if response["status"] == "unevaluable" else "generation_error",
-             message=response["message"])
-        for response in joined.filter(pl.col("status") != "ok")
-        .drop("context", "rubric").iter_rows(named=True)
-    ]
+    the others carry their status through so that aggregation counts them.
 
-    async def judge(index: int) -> JudgmentRow:
-        row = answered.row(index, named=True)  # one row at a time: the table stays columnar
-        request = judge_request(row, row["response"], role, prompt, response_format,
-                                row["sample_index"])
+    `responses` is the responses table, or a RowStream of its rows while the responses stage is
+    still running: judging then starts with the first response.
+    """
+    stream = responses if isinstance(responses, RowStream) else RowStream.of(responses.to_dicts())
+    position = {key: index for index, key in
+                enumerate(zip(triggers["unique_id_eval"], triggers["turn"]))}
+    needed = triggers.select("context", "rubric")
+
+    async def judge(response: dict[str, Any]) -> JudgmentRow:
+        if response["status"] != "ok":
+            status = "unevaluable" if response["status"] == "unevaluable" else "generation_error"
+            return _row(response, role, prompt, status=status, message=response["message"])
+        trigger = needed.row(position[(response["unique_id_eval"], response["turn"])],
+                             named=True)
+        request = judge_request({**response, **trigger}, response["response"], role, prompt,
+                                response_format, response["sample_index"])
         outcome = await client.call(request, accept=parse_judge_reply)
         common = dict(prompt_tokens=outcome.prompt_tokens,
                       completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
                       attempts=outcome.attempts, request_key=outcome.request_key)
         if not outcome.ok:
-            return _row(row, role, prompt, status="judge_error",
-                        message=outcome.error, **common)
+            return _row(response, role, prompt, status="judge_error", message=outcome.error,
+                        **common)
         verdict: EvaluationResult = outcome.parsed
         scored = verdict.status == "EVALUATED"
-        return _row(row, role, prompt,
+        return _row(response, role, prompt,
                     status="scored" if scored else "skipped",
                     score=verdict.score if scored else None,
                     rationale=verdict.rationale, evidence=verdict.evidence,
-                    evidence_verbatim=evidence_is_verbatim(verdict.evidence, row["response"]),
+                    evidence_verbatim=evidence_is_verbatim(verdict.evidence,
+                                                           response["response"]),
                     message=None if scored else "the judge answered SKIPPED", **common)
 
-    jobs = range(answered.height)
-    judged = await run_bounded(jobs, judge, concurrency, on_row)
-    return to_frame(judged + carried, JudgmentRow).sort("unique_id_eval", "turn", "sample_index")
+    judged = await run_pool(stream.get, judge, concurrency, on_row)
+    return to_frame(judged, JudgmentRow).sort("unique_id_eval", "turn", "sample_index")

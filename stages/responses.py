@@ -33,7 +33,8 @@ def planned_requests(triggers: pl.DataFrame, role: ModelRole, samples: int = 1):
 async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: ChatClient, *,
                              samples: int = 1, concurrency: int = 16,
                              on_row: Callable[[ResponseRow], None] | None = None) -> pl.DataFrame:
-    """One ResponseRow per (trigger, sample): ok, error (after retries) or unevaluable."""
+    """One ResponseRow per (trigger, sample): ok, error (after retries) or unevaluable.
+    `on_row` sees every row as soon as it exists."""
     evaluable = triggers.filter(pl.col("evaluable"))
 
     async def answer(job: tuple[int, int]) -> ResponseRow:
@@ -62,5 +63,8 @@ async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: Ch
         for t in triggers.filter(~pl.col("evaluable")).iter_rows(named=True)
         for s in range(samples)
     ]
+    if on_row is not None:
+        for row in unevaluable:
+            on_row(row)
     frame = to_frame(answered + unevaluable, ResponseRow)
     return frame.sort("unique_id_eval", "turn", "sample_index")

@@ -9,6 +9,7 @@ server counts every request per model: the number a test asserts on is measured 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import Counter
@@ -39,6 +40,14 @@ def always_status(status: int, message: str = "scripted failure") -> Responder:
     return lambda request: Reply(status=status, content=message)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)  # a dropped client is not news
+
+
 class FakeOpenAI:
     """Threaded fake endpoint; `responders` maps the request's `model` field to a Responder."""
 
@@ -53,8 +62,7 @@ class FakeOpenAI:
         self.on_request: Callable[[dict], None] | None = None
         self.responder_errors: list[str] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -166,3 +166,12 @@ def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, sto
         "".join(logs)
     assert "PLANTED_API_KEY" in json.dumps(run.parameters)  # the variable's name, not its value
     assert secret not in everything
+
+
+def test_judging_starts_while_generation_still_runs(fake, store):
+    fake.latency = 0.02
+    assert run_cli("run", cli_args(fake, store, extra=("--concurrency", "4"))) == 0
+    order = [request["model"] for request in fake.requests]
+    last_generation = len(order) - 1 - order[::-1].index("gen")
+    assert order.index("judge") < last_generation
+    assert fake.calls == {"gen": 40, "judge": 40}
