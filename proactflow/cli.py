@@ -172,6 +172,40 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
         sub.set_defaults(handler=_run_command)
+
+    imports = commands.add_parser(
+        "import", help="store published per-dialogue results files as responses + judgments",
+        description="Store upstream per-dialogue results files (*_results.jsonl, as released "
+                    "for the published models) as responses and judgments, labelled with their "
+                    "model and judge, so they can be reported, compared or re-judged without "
+                    "paying for generation. Triggers of the corpus missing from a file are "
+                    "recorded as generation errors.")
+    imports.add_argument("files", nargs="+", metavar="FILE", help="results files to import")
+    imports.add_argument("--corpus", required=True, metavar="PATH",
+                         help="the corpus the results were produced on (final_dialogues.jsonl)")
+    imports.add_argument("--store", metavar="DIR", help=f"artifact store root (default: "
+                         f"${DEFAULT_STORE_ENV} or ./.proactflow)")
+    imports.add_argument("--judge-model", default=PAPER_JUDGE, metavar="NAME",
+                         help=f"the judge that labelled the files (default: {PAPER_JUDGE})")
+    imports.add_argument("--model", metavar="NAME",
+                         help="model name to record (default: the file's evaluated_model, or "
+                              "its file name when that is a placeholder); one FILE only")
+    imports.set_defaults(handler=_import_command)
+
+    report = commands.add_parser(
+        "report", help="leaderboard with confidence intervals, metrics and an HTML report",
+        description="Build a leaderboard over every (model, judge) in the store with 95 %% "
+                    "bootstrap intervals that resample dialogues, upstream-shaped metrics per "
+                    "(model, judge), and a self-contained report.html.")
+    report.add_argument("--store", metavar="DIR", help=f"artifact store root (default: "
+                        f"${DEFAULT_STORE_ENV} or ./.proactflow)")
+    report.add_argument("--out", required=True, metavar="DIR",
+                        help="writes leaderboard.csv/.parquet, report.html and "
+                             "metrics/<model>__<judge>.json here")
+    report.add_argument("--bootstrap", type=_positive_int, default=1000, metavar="N",
+                        help="bootstrap resamples (default: 1000)")
+    report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    report.set_defaults(handler=_report_command)
     return parser
 
 
@@ -334,6 +368,35 @@ def _run_command(args: argparse.Namespace) -> int:
     for path in result["outputs"].values():
         print(f"wrote {path}")
     print(f"run record: {result['record']}")
+    return 0
+
+
+def _import_command(args: argparse.Namespace) -> int:
+    from .cache.artifacts import ArtifactStore
+    from .imports import import_results
+
+    if args.model and len(args.files) > 1:
+        raise UserError("--model names one file's model: import the files one at a time")
+    store = ArtifactStore(args.store or default_store())
+    for file in args.files:
+        done = import_results(Path(file), args.corpus, store, judge=args.judge_model,
+                              model=args.model)
+        print(f"{file}: {done.model} judged by {done.judge}: {done.scored} of "
+              f"{done.corpus_triggers} corpus triggers scored, {done.skipped} skipped, "
+              f"{done.missing} missing from the file")
+    return 0
+
+
+def _report_command(args: argparse.Namespace) -> int:
+    from .cache.artifacts import ArtifactStore
+    from .report import write_report
+
+    done = write_report(ArtifactStore(args.store or default_store()), Path(args.out),
+                        samples=args.bootstrap, seed=args.seed)
+    for line in done["coverage"]:
+        print(line)
+    for path in done["paths"].values():
+        print(f"wrote {path}")
     return 0
 
 

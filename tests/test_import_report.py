@@ -1,0 +1,126 @@
+"""Published results imported into the store and reported: numbers equal the published labels,
+the arithmetic equals upstream's metrics files, and intervals are reproducible."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import polars as pl
+import pytest
+
+from helpers import read_json, run_cli
+from proactflow.exports import upstream_metrics
+from proactflow.stages.leaderboard import bootstrap_interval, build_leaderboard
+from replay import SAMPLE_CORPUS, SAMPLE_RESULTS, SHARED, read_jsonl
+
+PUBLISHED_METRICS = sorted((SHARED / "published_metrics").glob("*.json"))
+EXTRA_CORPUS = SHARED / "extra_dialogues.jsonl"
+QWEN_RESULTS = SHARED / "extra_Qwen3-1.7B_results.jsonl"
+
+
+def label_counts(path) -> dict[str, Counter]:
+    counts: dict[str, Counter] = {}
+    for row in read_jsonl(path):
+        for point in row["trigger_points"]:
+            counts.setdefault(point["evaluation_rubric"]["type"], Counter())[
+                point["evaluation_result"]["score"]] += 1
+    return counts
+
+
+def test_import_and_report_reproduce_the_published_labels(tmp_path, capsys):
+    store, out = tmp_path / "store", tmp_path / "report"
+    assert run_cli("import", [str(SAMPLE_RESULTS), "--corpus", str(SAMPLE_CORPUS),
+                              "--store", str(store)]) == 0
+    assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "gpt-5.5 judged by gpt-5.4: scored 40 of 40 triggers" in printed
+
+    expected = label_counts(SAMPLE_RESULTS)
+    board = pl.read_csv(out / "leaderboard.csv")
+    assert board.columns == ["model", "judge", "phase", "evaluated", "pass", "partial", "fail",
+                             "not_evaluated", "pass_rate", "weighted_score", "ci_low", "ci_high"]
+    for phase, counts in expected.items():
+        row = board.filter(pl.col("phase") == phase).row(0, named=True)
+        assert (row["pass"], row["partial"], row["fail"], row["not_evaluated"]) == \
+            (counts["PASS"], counts["PARTIAL"], counts["FAIL"], 0)
+        assert row["weighted_score"] == pytest.approx(
+            (counts["PASS"] + 0.5 * counts["PARTIAL"]) / sum(counts.values()))
+        assert row["ci_low"] <= row["weighted_score"] <= row["ci_high"]
+
+    metrics = read_json(out / "metrics" / "gpt-5.5__gpt-5.4.json")
+    for phase, counts in expected.items():
+        stats = metrics["aggregate_trigger_stats"][phase]
+        assert (stats["PASS"], stats["PARTIAL"], stats["FAIL"]) == \
+            (counts["PASS"], counts["PARTIAL"], counts["FAIL"])
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "<svg" in page and "gpt-5.5" in page and "seed 0" in page
+
+
+def test_import_matches_non_uniform_rows_and_names_the_model(tmp_path, capsys):
+    store = tmp_path / "store"
+    assert run_cli("import", [str(QWEN_RESULTS), "--corpus", str(EXTRA_CORPUS),
+                              "--store", str(store)]) == 0
+    assert "Qwen3-1.7B judged by gpt-5.4: 35 of 35 corpus triggers scored" in \
+        capsys.readouterr().out
+    judgments = pl.concat([pl.read_parquet(p) for p in
+                           (store / "artifacts" / "judgments").glob("*.parquet")])
+    assert judgments["model"].unique().to_list() == ["Qwen3-1.7B"]
+    assert Counter(judgments["score"].to_list()) == \
+        sum(label_counts(QWEN_RESULTS).values(), Counter())
+
+
+def test_triggers_missing_from_a_file_are_counted_not_dropped(tmp_path, capsys):
+    rows = read_jsonl(SAMPLE_RESULTS)
+    dropped = rows[0]["trigger_points"].pop(1)  # upstream lost this generation
+    partial = tmp_path / "partial_results.jsonl"
+    partial.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    store, out = tmp_path / "store", tmp_path / "report"
+    assert run_cli("import", [str(partial), "--corpus", str(SAMPLE_CORPUS),
+                              "--store", str(store)]) == 0
+    assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
+    assert "scored 39 of 40 triggers (not evaluated: generation_error 1)" in \
+        capsys.readouterr().out
+    phase = dropped["evaluation_rubric"]["type"]
+    metrics = read_json(out / "metrics" / "gpt-5.5__gpt-5.4.json")
+    assert metrics["aggregate_trigger_stats"][phase]["SKIPPED"] == 1
+    assert metrics["proactflow"]["not_evaluated"][phase]["generation_errors"] == 1
+
+
+@pytest.mark.parametrize("path", PUBLISHED_METRICS, ids=lambda p: p.stem)
+def test_metrics_arithmetic_equals_a_published_metrics_file(path):
+    published = json.loads(path.read_text())
+    counts = published["aggregate_trigger_stats"]
+    row = {"trigger_stats": counts, "token_usage": {
+        role: {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
+        for role in ("assistant", "judge")}}
+    mine = upstream_metrics([row], pl.DataFrame())
+    for key, value in published["metrics"].items():
+        if key == "eval/proactivity_total_dialogues":
+            continue  # one synthetic row here stands for all dialogues
+        assert mine["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+
+def test_bootstrap_is_reproducible_and_sane():
+    dialogues = [(1.0, 2), (0.5, 1), (0.0, 3), (2.5, 3), (1.0, 1)]
+    first = bootstrap_interval(dialogues, samples=500, seed=7)
+    assert first == bootstrap_interval(dialogues, samples=500, seed=7)
+    assert first != bootstrap_interval(dialogues, samples=500, seed=8)
+    point = sum(c for c, _ in dialogues) / sum(e for _, e in dialogues)
+    assert first[0] < point < first[1]
+    assert bootstrap_interval([(1.0, 2)] * 4, samples=50, seed=0) == (0.5, 0.5)
+    assert bootstrap_interval([(0.0, 0)], samples=50, seed=0) == (None, None)
+
+
+def test_leaderboard_resamples_dialogues_not_triggers():
+    def rows(uid, scores):
+        return [{"model": "m", "judge": "j", "phase": "EMERGENT", "unique_id_eval": uid,
+                 "status": "scored", "score": s} for s in scores]
+
+    # Two dialogues: one all PASS, one all FAIL, many triggers each. Resampling triggers would
+    # give a narrow interval around 0.5; resampling dialogues gives draws of 0, 0.5 or 1.
+    frame = pl.DataFrame(rows("a", ["PASS"] * 50) + rows("b", ["FAIL"] * 50))
+    board = build_leaderboard(frame, samples=400, seed=1)
+    emergent = board.filter(pl.col("phase") == "EMERGENT").row(0, named=True)
+    assert emergent["weighted_score"] == 0.5
+    assert (emergent["ci_low"], emergent["ci_high"]) == (0.0, 1.0)
