@@ -69,6 +69,13 @@ def _phases(text: str) -> tuple[str, ...]:
     return phases
 
 
+def _judge_list(text: str) -> list[str]:
+    judges = [j.strip() for j in text.split(",") if j.strip()]
+    if len(judges) < 2 or len(set(judges)) != len(judges):
+        raise argparse.ArgumentTypeError(f"expected two or more distinct judges, got {text!r}")
+    return judges
+
+
 def _add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
                       required: bool, default_model: str | None) -> None:
     group = parser.add_argument_group(f"{label} ({prefix}-*)")
@@ -171,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "shared likewise; paced on estimates, corrected by actual usage")
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
+        if name == "rejudge":
+            judge.add_argument("--judges", type=_judge_list, metavar="A,B,...",
+                               help="re-judge with each of these judges in turn (same "
+                                    "--judge-* options for all), then report their agreement: "
+                                    "percent agreement, Cohen's kappa, quadratic-weighted kappa, "
+                                    "confusion matrices and the disagreeing triggers")
         sub.set_defaults(handler=_run_command)
 
     imports = commands.add_parser(
@@ -350,6 +363,9 @@ def _start_temporary_prefect_server() -> threading.Thread | None:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    judges = getattr(args, "judges", None)
+    if judges:
+        return _rejudge_many(args, judges)
     settings = settings_from_args(args)
     starting = None if args.command == "status" or args.dry_run \
         else _start_temporary_prefect_server()
@@ -358,17 +374,76 @@ def _run_command(args: argparse.Namespace) -> int:
     gc.collect()
     if starting is not None:
         starting.join()  # the flow's client must find the server up, not half started
-
-    from .flows.evaluate import evaluate, rejudge
-
-    flow = evaluate if args.command == "run" else rejudge
-    _quiet_console_tracebacks()
-    result = asyncio.run(flow(settings=settings))
+    result = _run_flow(args.command, settings)
     _print_scores(result["scores"], result["complete"])
     for path in result["outputs"].values():
         print(f"wrote {path}")
     print(f"run record: {result['record']}")
     return 0
+
+
+def _run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
+    from .flows.evaluate import evaluate, rejudge
+
+    _quiet_console_tracebacks()
+    return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))
+
+
+def _rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
+    """Re-judge the cached responses with each judge in turn, then report their agreement."""
+    import polars as pl
+
+    from .cache.artifacts import ArtifactStore
+    from .report import write_agreement
+    from .stages.agreement import judge_agreement
+
+    base_out = args.out
+    frames = []
+    for judge in judges:
+        one = argparse.Namespace(**{**vars(args), "judge_model": judge, "judges": None,
+                                    "out": str(Path(base_out) / _safe(judge)) if base_out
+                                    else None})
+        settings = settings_from_args(one)
+        print(f"== judge {judge}")
+        if not _preflight(one, settings):
+            continue
+        result = _run_flow("rejudge", settings)
+        _print_scores(result["scores"], result["complete"])
+        key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
+        frames.append(pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key)))
+    if len(frames) < 2:
+        return 0
+    table, disagreements = judge_agreement(pl.concat(frames))
+    _print_agreement(table)
+    if base_out:
+        out = Path(base_out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_agreement(out, table, disagreements)
+        print(f"wrote {out / 'agreement.csv'}\nwrote {out / 'disagreements.csv'}")
+    return 0
+
+
+def _safe(text: str) -> str:
+    from .report import safe_name
+
+    return safe_name(text)
+
+
+def _print_agreement(table) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    view = Table(title="Judge agreement (scored by both)")
+    for column in ("model", "judge A", "judge B", "phase", "n", "agree %", "kappa",
+                   "quadratic kappa"):
+        view.add_column(column)
+    for row in table.iter_rows(named=True):
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        view.add_row(row["model"], row["judge_a"], row["judge_b"], row["phase"], str(row["n"]),
+                     "-" if row["percent_agreement"] is None
+                     else f"{100 * row['percent_agreement']:.1f}",
+                     fmt(row["kappa"]), fmt(row["quadratic_kappa"]))
+    Console(width=None if sys.stdout.isatty() else 140).print(view)
 
 
 def _import_command(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from .cache.artifacts import ArtifactStore, write_atomic
 from .errors import UserError
 from .exports import results_rows, upstream_metrics
 from .schemas.corpus import PHASES
+from .stages.agreement import ORDER, judge_agreement
 from .stages.leaderboard import OVERALL, build_leaderboard
 from .stages.phase_scores import score_phases
 
@@ -147,19 +148,50 @@ def _table(frame: pl.DataFrame, percent: tuple[str, ...] = ()) -> str:
                 text = str(value)
             cells.append(f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (f"<div class='scroll'><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 _STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:980px;
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1180px;
 color:#222;padding:0 1rem}h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
-table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}th,td{padding:.25rem .6rem;
+.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0}
+th,td{padding:.25rem .5rem;
 white-space:nowrap;
 border-bottom:1px solid #e5e5e5;text-align:right}th:first-child,td:first-child,th:nth-child(2),
 td:nth-child(2),th:nth-child(3),td:nth-child(3){text-align:left}thead th{background:#f6f6f6}
+.wrap td{white-space:normal;text-align:left;vertical-align:top;min-width:5rem}
 .legend{font-size:.8rem;margin:.3rem 0 0 48px}.key{margin-right:1rem}.key i{display:inline-block;
 width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px}.note{color:#666;font-size:.85rem}
 """
+
+
+def write_agreement(out: Path, table: pl.DataFrame, disagreements: pl.DataFrame) -> None:
+    """agreement.csv (confusion matrices as JSON text) and disagreements.csv."""
+    flat = table.with_columns(pl.Series("confusion", [json.dumps(m) for m in
+                                                      table["confusion"].to_list()],
+                                        dtype=pl.String))
+    write_atomic(out / "agreement.csv", flat.write_csv().encode())
+    write_atomic(out / "disagreements.csv", disagreements.write_csv().encode())
+
+
+def _agreement_section(table: pl.DataFrame, disagreements: pl.DataFrame) -> str:
+    if table.is_empty():
+        return ""
+    matrices = []
+    for row in table.filter(pl.col("phase") == "OVERALL").iter_rows(named=True):
+        head = "".join(f"<th>{html.escape(row['judge_b'])}: {s}</th>" for s in ORDER)
+        body = "".join(
+            f"<tr><td>{html.escape(row['judge_a'])}: {score}</td>"
+            + "".join(f"<td>{n}</td>" for n in counts) + "</tr>"
+            for score, counts in zip(ORDER, row["confusion"]))
+        matrices.append(f"<p>{html.escape(row['model'])}</p><table><thead><tr><th></th>{head}"
+                        f"</tr></thead><tbody>{body}</tbody></table>")
+    return (f"<h2>Judge agreement</h2>"
+            f"{_table(table.drop('confusion'), ('percent_agreement',))}"
+            f"<h2>Confusion matrices (all phases)</h2>{''.join(matrices)}"
+            f"<h2>Disagreements ({disagreements.height})</h2>"            + (f"<div class='wrap'>{_table(disagreements)}</div>" if disagreements.height
+               else "<p>None.</p>"))
 
 
 def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000,
@@ -189,6 +221,9 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000,
         ~pl.col("status").is_in(["scored"])).select(
         "model", "judge", "unique_id_eval", "turn", "phase", "status", "message")
     categories = _category_table(evaluations)
+    agreement, disagreements = judge_agreement(pl.concat([e.judgments for e in evaluations]))
+    if not agreement.is_empty():
+        write_agreement(out, agreement, disagreements)
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>ProactBench report</title><style>{_STYLE}</style></head><body>
 <h1>ProactBench proactivity report</h1>
@@ -199,6 +234,7 @@ not separable at this sample size.</p>
 <h2>Leaderboard</h2>{_table(board, ("pass_rate", "weighted_score", "ci_low", "ci_high"))}
 <h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
 <h2>By persona category</h2>{_table(categories, ("weighted_score",))}
+{_agreement_section(agreement, disagreements)}
 <h2 id="failed">Triggers not scored ({failed.height})</h2>
 {_table(failed) if failed.height else "<p>None.</p>"}
 </body></html>"""

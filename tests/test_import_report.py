@@ -124,3 +124,18 @@ def test_leaderboard_resamples_dialogues_not_triggers():
     emergent = board.filter(pl.col("phase") == "EMERGENT").row(0, named=True)
     assert emergent["weighted_score"] == 0.5
     assert (emergent["ci_low"], emergent["ci_high"]) == (0.0, 1.0)
+
+
+def test_report_includes_agreement_when_a_model_has_two_judges(tmp_path):
+    store, out = tmp_path / "store", tmp_path / "report"
+    for judge in ("gpt-5.4", "gpt-5.4-rerun"):
+        assert run_cli("import", [str(SAMPLE_RESULTS), "--corpus", str(SAMPLE_CORPUS),
+                                  "--store", str(store), "--judge-model", judge]) == 0
+    assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
+    agreement = pl.read_csv(out / "agreement.csv").filter(pl.col("phase") == "OVERALL")
+    row = agreement.row(0, named=True)
+    assert (row["judge_a"], row["judge_b"], row["n"]) == ("gpt-5.4", "gpt-5.4-rerun", 40)
+    assert row["percent_agreement"] == 1.0 and row["kappa"] == pytest.approx(1.0)
+    passes = sum(c["PASS"] for c in label_counts(SAMPLE_RESULTS).values())
+    assert json.loads(row["confusion"])[2][2] == passes  # PASS by both, on the diagonal
+    assert "Judge agreement" in (out / "report.html").read_text(encoding="utf-8")
