@@ -219,6 +219,28 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bootstrap resamples (default: 1000)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     report.set_defaults(handler=_report_command)
+
+    sweep = commands.add_parser(
+        "sweep", help="evaluate many models from a TOML file, then build a leaderboard",
+        description="Evaluate every model of a sweep file with every judge (each an 'evaluate' "
+                    "subflow, all at once), then write a leaderboard. A model that fails does "
+                    "not stop the others. Exit status 1 when any failed. See proactflow/sweeps.py "
+                    "or the README for the file format.")
+    sweep.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
+    sweep.set_defaults(handler=_sweep_command)
+
+    serve = commands.add_parser(
+        "serve", help="run a sweep on a cron schedule in this process (no work pool needed)",
+        description="Serve the sweep flow with a cron schedule from this process (Prefect's "
+                    "flow.serve): it runs the sweep file at every tick until stopped. Schedules "
+                    "need a real Prefect server: start one with 'prefect server start' and set "
+                    "PREFECT_API_URL.")
+    serve.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
+    serve.add_argument("--cron", default="0 2 * * *", metavar="EXPR",
+                       help="cron schedule, server time zone (default: '0 2 * * *', 02:00 daily)")
+    serve.add_argument("--name", default="nightly-sweep", help="deployment name "
+                       "(default: nightly-sweep)")
+    serve.set_defaults(handler=_serve_command)
     return parser
 
 
@@ -472,6 +494,60 @@ def _report_command(args: argparse.Namespace) -> int:
         print(line)
     for path in done["paths"].values():
         print(f"wrote {path}")
+    return 0
+
+
+def _sweep_command(args: argparse.Namespace) -> int:
+    from .pipeline import load_judge_prompt, materialize_triggers, open_store
+    from .preflight import check_access
+    from .sweeps import load_sweep
+
+    config = load_sweep(args.config)
+    runs = config.runs()
+    store = open_store(runs[0])
+    materialize_triggers(runs[0], store)            # validates the corpus once for all
+    load_judge_prompt(runs[0], store)
+    for judge in config.judges:
+        check_access(judge.role("judge"), "judge")
+    skipped, models = [], []
+    for model in config.models:
+        try:
+            check_access(model.role("model_under_test"), "model under test")
+        except UserError as exc:
+            skipped.append({"model": model.model, "judge": "-", "error": str(exc)})
+            print(f"skipping {model.model}: {exc}")
+        else:
+            models.append(model)
+    result = {"failures": [], "leaderboard": []}
+    if models:
+        from .flows.sweep import sweep
+
+        _quiet_console_tracebacks()
+        result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
+    failures = skipped + result["failures"]
+    for row in result["leaderboard"]:
+        if row["phase"] == "OVERALL":
+            score = "-" if row["weighted_score"] is None else f"{100 * row['weighted_score']:.1f}"
+            print(f"ok      {row['model']} judged by {row['judge']}: weighted {score} "
+                  f"({row['evaluated']} evaluated, {row['not_evaluated']} not)")
+    for failure in failures:
+        print(f"FAILED  {failure['model']} judged by {failure['judge']}: {failure['error']}")
+    return 1 if failures else 0
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    from prefect.settings import PREFECT_API_URL
+
+    from .sweeps import load_sweep
+
+    config = load_sweep(args.config)
+    if not PREFECT_API_URL.value():
+        raise UserError("schedules need a running Prefect server: start 'prefect server start' "
+                        "and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
+    from .flows.sweep import sweep
+
+    sweep.serve(name=args.name, cron=args.cron, tags=["proactbench", "sweep"],
+                parameters={"config": config.model_dump(mode="json")})
     return 0
 
 

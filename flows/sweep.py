@@ -1,0 +1,72 @@
+"""Prefect flow `sweep`: evaluate many models (each an `evaluate` subflow, all at once), then
+build a leaderboard of those that finished. A model that fails does not stop the others; the
+summary says which failed and why."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from prefect import flow, get_run_logger
+from prefect.artifacts import acreate_markdown_artifact
+
+from proactflow.cache.artifacts import ArtifactStore, write_atomic
+from proactflow.flows.evaluate import evaluate
+from proactflow.settings import RunSettings
+from proactflow.stages.leaderboard import build_leaderboard
+from proactflow.sweeps import SweepConfig
+
+BOOTSTRAP_SEED = 0
+
+
+def _judgments(settings: RunSettings, result: dict[str, Any]) -> pl.DataFrame:
+    key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
+    return pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key))
+
+
+def _markdown(board: pl.DataFrame | None, failures: list[dict[str, str]]) -> str:
+    lines = ["# ProactBench sweep", "",
+             "| model | judge | weighted score | 95 % CI | pass rate | evaluated | not evaluated |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    overall = board.filter(pl.col("phase") == "OVERALL").to_dicts() if board is not None else []
+    for row in overall:
+        pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
+        lines.append(f"| {row['model']} | {row['judge']} | {pct(row['weighted_score'])} | "
+                     f"{pct(row['ci_low'])}–{pct(row['ci_high'])} | {pct(row['pass_rate'])} | "
+                     f"{row['evaluated']} | {row['not_evaluated']} |")
+    if failures:
+        lines += ["", "## Failed", ""]
+        lines += [f"- **{f['model']}** judged by {f['judge']}: {f['error']}" for f in failures]
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="sweep", persist_result=False)
+async def sweep(config: SweepConfig) -> dict[str, Any]:
+    """Evaluate every (model, judge) of the sweep concurrently, then rank them."""
+    logger = get_run_logger()
+    runs = config.runs()
+    outcomes = await asyncio.gather(*(evaluate(settings=settings) for settings in runs),
+                                    return_exceptions=True)
+    finished, failures = [], []
+    for settings, outcome in zip(runs, outcomes):
+        model, judge = settings.model_under_test.model, settings.judge.model
+        if isinstance(outcome, BaseException):
+            failures.append({"model": model, "judge": judge,
+                             "error": str(outcome) or type(outcome).__name__})
+            logger.error("%s judged by %s failed: %s", model, judge, failures[-1]["error"])
+        else:
+            finished.append(_judgments(settings, outcome))
+    board = build_leaderboard(pl.concat(finished), seed=BOOTSTRAP_SEED) if finished else None
+    markdown = _markdown(board, failures)
+    await acreate_markdown_artifact(key="sweep-leaderboard", markdown=markdown,
+                                    description="ProactBench sweep leaderboard")
+    if config.out:
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        if board is not None:
+            write_atomic(out / "leaderboard.csv", board.write_csv().encode())
+        write_atomic(out / "sweep.md", markdown.encode())
+    return {"leaderboard": board.to_dicts() if board is not None else [], "failures": failures,
+            "succeeded": len(finished)}

@@ -1,0 +1,112 @@
+"""Sweep configuration: many models under test, one or more judges, one corpus.
+
+```toml
+store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow
+out = "results/nightly"               # leaderboard.csv and per-model exports go here
+corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
+revision = "<commit sha>"             # optional hub revision
+limit = 20                            # optional
+concurrency = 16                      # optional, per role
+
+[[judges]]
+model = "gpt-5.4"
+
+[[models]]
+model = "gpt-4o-mini"
+
+[[models]]
+model = "openai/my-model"
+api_base = "http://localhost:8000/v1"
+temperature = 0.2                     # any generation setting; the rest are the protocol's
+```
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import UserError
+from .settings import (CorpusSource, Generation, ModelRole, RunSettings, RuntimeOptions,
+                       default_store, protocol_defaults)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class SweepModel(BaseModel):
+    """One model entry of a sweep file: a model string plus optional endpoint and settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="litellm model string.")
+    api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint.")
+    api_key_env: str | None = Field(default=None, description="Variable holding the key.")
+    temperature: float | None = Field(default=None, description="Override of the default.")
+    max_tokens: int | None = Field(default=None, description="Override of the default.")
+    top_p: float | None = Field(default=None, description="Override of the default.")
+    reasoning_effort: str | None = Field(default=None, description="Override of the default.")
+    system_prompt: str | None = Field(default=None, description="Model under test only.")
+
+    def role(self, kind: str) -> ModelRole:
+        defaults = protocol_defaults(kind, self.model).model_dump()
+        overrides = self.model_dump(include={"temperature", "max_tokens", "top_p",
+                                             "reasoning_effort", "system_prompt"},
+                                    exclude_unset=True)
+        return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
+                         generation=Generation(**{**defaults, **overrides}))
+
+
+class SweepConfig(BaseModel):
+    """A whole sweep file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[SweepModel] = Field(min_length=1, description="Models under test.")
+    judges: list[SweepModel] = Field(min_length=1, description="Judges; each scores every model.")
+    store: str | None = Field(default=None, description="Artifact store root.")
+    out: str | None = Field(default=None, description="Folder for the leaderboard and exports.")
+    corpus: str | None = Field(default=None, description="Local corpus; default the hub.")
+    revision: str | None = Field(default=None, description="Hub revision to pin.")
+    limit: int | None = Field(default=None, ge=1, description="Only the first N dialogues.")
+    judge_prompt: str | None = Field(default=None, description="Judge prompt file.")
+    concurrency: int = Field(default=16, ge=1, description="Calls in flight per role.")
+
+    def runs(self) -> list[RunSettings]:
+        """One RunSettings per (model, judge), in file order."""
+        store = self.store or default_store()
+        out = Path(self.out) if self.out else None
+        return [RunSettings(
+            model_under_test=model.role("model_under_test"), judge=judge.role("judge"),
+            corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
+            judge_prompt_file=self.judge_prompt, store=store,
+            out=str(out / f"{_safe(model.model)}__{_safe(judge.model)}") if out else None,
+            runtime=RuntimeOptions(concurrency=self.concurrency))
+            for model in self.models for judge in self.judges]
+
+
+def _safe(text: str) -> str:
+    from .report import safe_name
+
+    return safe_name(text)
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    path = Path(path)
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"sweep file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "(file)"
+        raise UserError(f"{path}: {where}: {error['msg']}") from None

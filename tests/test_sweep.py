@@ -1,0 +1,62 @@
+"""A sweep with one failing model: the others finish and the summary says what failed."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from fake_openai import Reply
+from helpers import run_cli
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+def test_sweep_survives_a_failing_model(fake, tmp_path, capsys):
+    fake.responders["locked"] = lambda request: Reply(status=401, content="invalid key")
+    out = tmp_path / "nightly"
+    config = tmp_path / "sweep.toml"
+    config.write_text(f"""
+store = "{tmp_path / 'store'}"
+out = "{out}"
+corpus = "{SAMPLE_CORPUS}"
+judge_prompt = "{JUDGE_PROMPT}"
+limit = 2
+
+[[judges]]
+model = "openai/judge2"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/gen"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/locked"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/synth"
+api_base = "{fake.url}"
+temperature = 0.1
+""")
+    assert run_cli("sweep", ["--config", str(config)]) == 1
+    printed = capsys.readouterr().out
+    assert "FAILED  openai/locked judged by openai/judge2: openai/locked: the provider " \
+           "rejected the credentials" in printed
+    assert "ok      openai/gen judged by openai/judge2" in printed
+    board = pl.read_csv(out / "leaderboard.csv")
+    assert sorted(board["model"].unique().to_list()) == ["openai/gen", "openai/synth"]
+    assert (out / "openai_gen__openai_judge2" / "metrics.json").exists()
+    assert "openai/locked" in (out / "sweep.md").read_text()
+    assert fake.calls["gen"] == 7 and fake.calls["synth"] == 7
+
+
+def test_sweep_file_errors_are_one_line(tmp_path, capsys):
+    config = tmp_path / "sweep.toml"
+    config.write_text('[[models]]\nmodel = "gpt-4o-mini"\ncolour = "blue"\n')
+    assert run_cli("sweep", ["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"proactflow: error: {config}: judges: Field required") or \
+        err.startswith(f"proactflow: error: {config}: models.0.colour")
+    assert err.count("\n") == 1
