@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import acreate_table_artifact
+from prefect.artifacts import acreate_link_artifact, acreate_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
@@ -30,6 +30,7 @@ from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_jud
                                  materialize_phase_scores, materialize_responses,
                                  materialize_triggers, open_call_cache, open_store,
                                  responses_ready, stored_responses)
+from proactflow.llm import estimated_cost
 from proactflow.settings import RunSettings
 from proactflow.sources import locate_corpus
 from proactflow.streaming import RowStream
@@ -132,6 +133,7 @@ async def _run(settings: RunSettings, *, regenerate: bool) -> dict[str, Any]:
         table=score_frame.to_dicts(),
         description=f"ProactBench phase scores of **{model}** judged by **{judge}**"
                     + ("" if complete else " (incomplete: some calls failed; re-run to retry)"))
+    usage = _usage_and_cost(settings, responses.frame(), judgments.frame())
     provenance = {
         "model_under_test": settings.model_under_test.key_material(),
         "judge": settings.judge.key_material(),
@@ -151,12 +153,32 @@ async def _run(settings: RunSettings, *, regenerate: bool) -> dict[str, Any]:
         "seconds": round(time.monotonic() - clock, 3), "complete": complete,
         "settings": settings.model_dump(mode="json"), **provenance,
         "stages": [r.as_dict() for r in reports], "outputs": outputs, "versions": _versions(),
+        "usage": usage,
     }
     record_path = open_store(settings).write_json(
         f"runs/{started.strftime('%Y%m%dT%H%M%SZ')}-{run_id[:8]}.json", record)
     logger.info("run record: %s", record_path)
+    if settings.out:
+        await acreate_link_artifact(
+            key=f"outputs-{_slug(model)}-by-{_slug(judge)}",
+            link=Path(outputs["metrics.json"]).resolve().as_uri(), link_text="metrics.json",
+            description=f"Exports of {model} judged by {judge}")
     return {"scores": score_frame.to_dicts(), "complete": complete, "record": str(record_path),
-            "outputs": outputs, "stages": [r.as_dict() for r in reports]}
+            "outputs": outputs, "stages": [r.as_dict() for r in reports], "usage": usage}
+
+
+def _usage_and_cost(settings: RunSettings, responses, judgments) -> dict[str, Any]:
+    """Tokens per role over the stage tables (cached calls included: they were paid once) and
+    the estimated dollars from litellm's price map, or "unknown"."""
+    usage = {}
+    for role, frame, name in (("model_under_test", responses, settings.model_under_test.model),
+                              ("judge", judgments, settings.judge.model)):
+        prompt = int(frame["prompt_tokens"].fill_null(0).sum())
+        completion = int(frame["completion_tokens"].fill_null(0).sum())
+        cost = estimated_cost(name, prompt, completion)
+        usage[role] = {"model": name, "prompt_tokens": prompt, "completion_tokens": completion,
+                       "estimated_cost_usd": cost if cost is not None else "unknown"}
+    return usage
 
 
 @flow(name="evaluate", flow_run_name=run_name, persist_result=False, validate_parameters=True)

@@ -398,6 +398,11 @@ def _run_command(args: argparse.Namespace) -> int:
         starting.join()  # the flow's client must find the server up, not half started
     result = _run_flow(args.command, settings)
     _print_scores(result["scores"], result["complete"])
+    for role, used in result["usage"].items():
+        cost = used["estimated_cost_usd"]
+        print(f"{role.replace('_', ' ')} {used['model']}: {used['prompt_tokens']} prompt + "
+              f"{used['completion_tokens']} completion tokens, estimated cost "
+              + (f"${cost:.4f}" if cost != "unknown" else "unknown (not in litellm's price map)"))
     for path in result["outputs"].values():
         print(f"wrote {path}")
     print(f"run record: {result['record']}")
@@ -405,10 +410,14 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
+    from prefect import tags
+
     from .flows.evaluate import evaluate, rejudge
 
     _quiet_console_tracebacks()
-    return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))
+    with tags("proactbench", f"model:{settings.model_under_test.model}",
+              f"judge:{settings.judge.model}"):
+        return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))
 
 
 def _rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:

@@ -338,6 +338,17 @@ class ChatClient:
         return ChatOutcome(request.key, attempts=attempts, error=last_error)
 
 
+def estimated_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """Dollars for these tokens from litellm's bundled price map; None when the model is not in
+    it (local and custom models)."""
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    except Exception:  # litellm raises several types for models it has no price for
+        return None
+    return prompt_cost + completion_cost
+
+
 async def run_pool(take: Callable[[], Awaitable[Any]], worker: Callable[[Any], Awaitable[T]],
                    concurrency: int, on_result: Callable[[T], None] | None = None) -> list[T]:
     """Apply `worker` to items from `take()` (None ends) with `concurrency` workers.

@@ -154,6 +154,7 @@ def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, sto
 
     run, tasks, artifacts, logs = asyncio.run(read())
     assert run.state.is_completed()
+    assert {"proactbench", "model:openai/gen", "judge:openai/judge2"} <= set(run.tags)
     assert sorted(t.name.rsplit("-", 1)[0] for t in tasks) == \
         ["judgments", "phase_scores", "responses", "triggers"]
     table = next(a for a in artifacts if a["type"] == "table")
@@ -175,3 +176,23 @@ def test_judging_starts_while_generation_still_runs(fake, store):
     last_generation = len(order) - 1 - order[::-1].index("gen")
     assert order.index("judge") < last_generation
     assert fake.calls == {"gen": 40, "judge": 40}
+
+
+def test_run_record_counts_tokens_and_prices_known_models(fake, store, capsys):
+    from replay import synthetic_model
+
+    fake.responders["gpt-4o-mini"] = synthetic_model
+    args = cli_args(fake, store, eval_model="openai/gpt-4o-mini", judge_model="openai/judge2",
+                    extra=("--limit", "2"))
+    assert run_cli("run", args) == 0
+    printed = capsys.readouterr().out
+    record = read_json(printed.split("run record: ")[1].split()[0])
+    tokens = record["usage"]["model_under_test"]
+    served = [r for r in fake.requests if r["model"] == "gpt-4o-mini"]
+    assert tokens["prompt_tokens"] == sum(  # the fake counts words as tokens
+        len(str(m["content"]).split()) for r in served for m in r["messages"])
+    # litellm's bundled price of gpt-4o-mini: $0.15 per M prompt, $0.60 per M completion tokens.
+    assert tokens["estimated_cost_usd"] == pytest.approx(
+        tokens["prompt_tokens"] * 0.15e-6 + tokens["completion_tokens"] * 0.60e-6, rel=1e-6)
+    assert record["usage"]["judge"]["estimated_cost_usd"] == "unknown"
+    assert "estimated cost unknown (not in litellm's price map)" in printed
