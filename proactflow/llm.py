@@ -239,7 +239,8 @@ class ChatClient:
 
     def _note_failure(self, message: str) -> None:
         self._consecutive_failures += 1
-        if self._consecutive_failures >= self.runtime.max_consecutive_failures and self._down is None:
+        if self._down is None and \
+                self._consecutive_failures >= self.runtime.max_consecutive_failures:
             self._down = EndpointDown(
                 f"{self.role.model}{' at ' + self.role.endpoint if self.role.endpoint else ''}: "
                 f"{self._consecutive_failures} failed attempts in a row, none succeeded "

@@ -190,7 +190,8 @@ def _agreement_section(table: pl.DataFrame, disagreements: pl.DataFrame) -> str:
     return (f"<h2>Judge agreement</h2>"
             f"{_table(table.drop('confusion'), ('percent_agreement',))}"
             f"<h2>Confusion matrices (all phases)</h2>{''.join(matrices)}"
-            f"<h2>Disagreements ({disagreements.height})</h2>"            + (f"<div class='wrap'>{_table(disagreements)}</div>" if disagreements.height
+            f"<h2>Disagreements ({disagreements.height})</h2>"
+            + (f"<div class='wrap'>{_table(disagreements)}</div>" if disagreements.height
                else "<p>None.</p>"))
 
 

@@ -15,7 +15,8 @@ STAGE = "responses"
 VERSION = 1
 
 
-def response_request(trigger: dict[str, Any], role: ModelRole, sample_index: int = 0) -> ChatRequest:
+def response_request(trigger: dict[str, Any], role: ModelRole,
+                     sample_index: int = 0) -> ChatRequest:
     """The exact call for one trigger: optional system prompt, then the trigger's context."""
     messages = [(m["role"], m["content"]) for m in trigger["context"]]
     if role.generation.system_prompt:

@@ -16,7 +16,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import pytest  # noqa: E402
 
 from fake_openai import FakeOpenAI  # noqa: E402
-from replay import (JUDGE_PROMPT, SAMPLE_CORPUS, SHARED, published_triggers,  # noqa: E402
+from replay import (SHARED, published_triggers,  # noqa: E402
                     replay_judge, replay_model, synthetic_judge, synthetic_model)
 
 if not SHARED.is_dir():

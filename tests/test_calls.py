@@ -33,8 +33,9 @@ def scripted(*replies: Reply):
 
 
 def test_retries_429_and_5xx_then_caches_the_success(tmp_path):
-    with FakeOpenAI({"m": scripted(Reply(status=429, content="slow"),
-                                   Reply(status=500, content="oops"), Reply(content="fine"))}) as fake:
+    script = scripted(Reply(status=429, content="slow"), Reply(status=500, content="oops"),
+                      Reply(content="fine"))
+    with FakeOpenAI({"m": script}) as fake:
         c = client(fake, "m", tmp_path)
         outcome = asyncio.run(c.call(request(c)))
         assert (outcome.content, outcome.attempts, fake.calls["m"]) == ("fine", 3, 3)

@@ -126,7 +126,8 @@ def test_model_under_test_sees_only_earlier_turns(published):
     for trigger in triggers.iter_rows(named=True):
         context = trigger["context"]
         assert context[-1]["role"] == "user"
-        assert [m["role"] for m in context] == ["user", "assistant"] * (len(context) // 2) + ["user"]
+        roles = [m["role"] for m in context]
+        assert roles == ["user", "assistant"] * (len(context) // 2) + ["user"]
         assert len(context) == 2 * (trigger["turn"] - 1) + 1
 
 
