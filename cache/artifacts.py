@@ -83,12 +83,18 @@ class ArtifactStore:
 
     def get(self, spec: ArtifactSpec) -> Artifact | None:
         """The stored artifact for `spec`, or None when it was never written."""
-        path = self.path_for(spec.stage, spec.key)
-        if not path.exists():
+        try:
+            return self.get_by_key(spec.stage, spec.key)
+        except FileNotFoundError:
             return None
+
+    def get_by_key(self, stage: str, key: str) -> Artifact:
+        """A stored artifact named by its key (for one whose spec is not at hand)."""
+        path = self.path_for(stage, key)
+        if not path.exists():
+            raise FileNotFoundError(f"no {stage} artifact {key} in {self.root}")
         metadata = pq.read_schema(path).metadata or {}
-        complete = metadata.get(_COMPLETE_METADATA, b"true") == b"true"
-        return Artifact(spec.stage, spec.key, path, complete)
+        return Artifact(stage, key, path, metadata.get(_COMPLETE_METADATA, b"true") == b"true")
 
     def put(self, spec: ArtifactSpec, table: pa.Table, *, complete: bool = True) -> Artifact:
         """Store a stage output. `complete=False` marks one holding failures to retry later."""

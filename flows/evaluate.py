@@ -99,15 +99,25 @@ def _versions() -> dict[str, str]:
     return found
 
 
-async def _run(settings: RunSettings, *, regenerate: bool) -> dict[str, Any]:
+async def _run(settings: RunSettings, *, regenerate: bool,
+               stored: tuple[str, str] | None = None) -> dict[str, Any]:
+    """Wire the stages. `stored` names (triggers key, responses key) already in the store, for
+    re-judging responses that no run settings describe (imports)."""
     logger = get_run_logger()
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
-    triggers, triggers_report, revision = triggers_task(settings)
     store = open_store(settings)
-    reports = [triggers_report]
-    ready = responses_ready(settings, store, triggers) if regenerate else \
-        stored_responses(settings, store, triggers)
+    if stored is None:
+        triggers, triggers_report, revision = triggers_task(settings)
+        reports = [triggers_report]
+        ready = responses_ready(settings, store, triggers) if regenerate else \
+            stored_responses(settings, store, triggers)
+    else:
+        triggers, ready = (store.get_by_key("triggers", stored[0]),
+                           store.get_by_key("responses", stored[1]))
+        revision = store.key_material(triggers.path)["settings"].get("corpus_revision", "")
+        reports = [StageReport(a.stage, a.key, True, a.complete, 0.0, a.frame().height)
+                   for a in (triggers, ready)]
     if ready is None:
         # Judging starts with the first response: both stages run at once, joined by a stream.
         stream = RowStream()
@@ -188,6 +198,9 @@ async def evaluate(settings: RunSettings) -> dict[str, Any]:
 
 
 @flow(name="rejudge", flow_run_name=run_name, persist_result=False, validate_parameters=True)
-async def rejudge(settings: RunSettings) -> dict[str, Any]:
-    """Judge the cached responses of a model again (new judge or prompt), then score them."""
-    return await _run(settings, regenerate=False)
+async def rejudge(settings: RunSettings, triggers_key: str | None = None,
+                  responses_key: str | None = None) -> dict[str, Any]:
+    """Judge the cached responses of a model again (new judge or prompt), then score them.
+    With `triggers_key` and `responses_key`, judge those stored artifacts (e.g. an import)."""
+    stored = (triggers_key, responses_key) if triggers_key and responses_key else None
+    return await _run(settings, regenerate=False, stored=stored)

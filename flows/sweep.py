@@ -10,23 +10,40 @@ from typing import Any
 
 import polars as pl
 from prefect import flow, get_run_logger
-from prefect.artifacts import acreate_markdown_artifact
+from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.flows.evaluate import evaluate
 from proactflow.settings import RunSettings
+from proactflow.report import Evaluation, evaluation_of, write_report
 from proactflow.stages.leaderboard import build_leaderboard
 from proactflow.sweeps import SweepConfig
 
 BOOTSTRAP_SEED = 0
 
 
-def _judgments(settings: RunSettings, result: dict[str, Any]) -> pl.DataFrame:
+def _evaluation(settings: RunSettings, result: dict[str, Any]) -> Evaluation:
     key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
-    return pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key))
+    store = ArtifactStore(settings.store)
+    return evaluation_of(store, store.path_for("judgments", key))
 
 
-def _markdown(board: pl.DataFrame | None, failures: list[dict[str, str]]) -> str:
+def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
+    """Tokens and estimated cost per role over the sweep ("unknown" once any price is)."""
+    lines = []
+    for role in ("model_under_test", "judge"):
+        rows = [u[role] for u in usage]
+        prompt = sum(r["prompt_tokens"] for r in rows)
+        completion = sum(r["completion_tokens"] for r in rows)
+        costs = [r["estimated_cost_usd"] for r in rows]
+        cost = "unknown" if "unknown" in costs else f"${sum(costs):.2f}"
+        lines.append(f"- {role.replace('_', ' ')}: {prompt} prompt + {completion} completion "
+                     f"tokens, estimated cost {cost}")
+    return lines
+
+
+def _markdown(board: pl.DataFrame | None, failures: list[dict[str, str]],
+              costs: list[str]) -> str:
     lines = ["# ProactBench sweep", "",
              "| model | judge | weighted score | 95 % CI | pass rate | evaluated | not evaluated |",
              "|---|---|---:|---:|---:|---:|---:|"]
@@ -36,6 +53,8 @@ def _markdown(board: pl.DataFrame | None, failures: list[dict[str, str]]) -> str
         lines.append(f"| {row['model']} | {row['judge']} | {pct(row['weighted_score'])} | "
                      f"{pct(row['ci_low'])}–{pct(row['ci_high'])} | {pct(row['pass_rate'])} | "
                      f"{row['evaluated']} | {row['not_evaluated']} |")
+    if costs:
+        lines += ["", "## Tokens and cost", "", *costs]
     if failures:
         lines += ["", "## Failed", ""]
         lines += [f"- **{f['model']}** judged by {f['judge']}: {f['error']}" for f in failures]
@@ -49,7 +68,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     runs = config.runs()
     outcomes = await asyncio.gather(*(evaluate(settings=settings) for settings in runs),
                                     return_exceptions=True)
-    finished, failures = [], []
+    finished, failures, usage = [], [], []
     for settings, outcome in zip(runs, outcomes):
         model, judge = settings.model_under_test.model, settings.judge.model
         if isinstance(outcome, BaseException):
@@ -57,16 +76,24 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                              "error": str(outcome) or type(outcome).__name__})
             logger.error("%s judged by %s failed: %s", model, judge, failures[-1]["error"])
         else:
-            finished.append(_judgments(settings, outcome))
-    board = build_leaderboard(pl.concat(finished), seed=BOOTSTRAP_SEED) if finished else None
-    markdown = _markdown(board, failures)
+            finished.append(_evaluation(settings, outcome))
+            usage.append(outcome["usage"])
+    out = Path(config.out) if config.out else None
+    board = None
+    if finished and out is not None:
+        # The report covers only this sweep's runs: the store may hold older ones.
+        board = write_report(ArtifactStore(runs[0].store), out, seed=BOOTSTRAP_SEED,
+                             evaluations=finished)["leaderboard"]
+        await acreate_link_artifact(key="sweep-report",
+                                    link=(out / "report.html").resolve().as_uri(),
+                                    link_text="report.html", description="ProactBench sweep report")
+    elif finished:
+        board = build_leaderboard(pl.concat([e.judgments for e in finished]), seed=BOOTSTRAP_SEED)
+    markdown = _markdown(board, failures, _cost_lines(usage))
     await acreate_markdown_artifact(key="sweep-leaderboard", markdown=markdown,
                                     description="ProactBench sweep leaderboard")
-    if config.out:
-        out = Path(config.out)
+    if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        if board is not None:
-            write_atomic(out / "leaderboard.csv", board.write_csv().encode())
         write_atomic(out / "sweep.md", markdown.encode())
     return {"leaderboard": board.to_dicts() if board is not None else [], "failures": failures,
             "succeeded": len(finished)}

@@ -130,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary + ".",
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog=_EPILOG)
-        _add_role_options(sub, "eval", "model under test", required=True, default_model=None)
+        _add_role_options(sub, "eval", "model under test", required=name != "rejudge",
+                          default_model=None)
         _add_role_options(sub, "judge", "judge", required=False, default_model=PAPER_JUDGE)
         judge = sub.add_argument_group("judge prompt")
         judge.add_argument("--judge-prompt", metavar="FILE",
@@ -179,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
         if name == "rejudge":
+            judge.add_argument("--all-models", action="store_true",
+                               help="instead of --eval-model: re-judge the newest responses of "
+                                    "every model in the store, from runs and imports alike")
             judge.add_argument("--judges", type=_judge_list, metavar="A,B,...",
                                help="re-judge with each of these judges in turn (same "
                                     "--judge-* options for all), then report their agreement: "
@@ -385,6 +389,12 @@ def _start_temporary_prefect_server() -> threading.Thread | None:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    if args.command == "rejudge":
+        if getattr(args, "all_models", False):
+            return _rejudge_all(args)
+        if not args.eval_model:
+            raise UserError("rejudge needs --eval-model MODEL (with the settings of the run that "
+                            "produced the responses) or --all-models")
     judges = getattr(args, "judges", None)
     if judges:
         return _rejudge_many(args, judges)
@@ -451,6 +461,53 @@ def _rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_agreement(out, table, disagreements)
         print(f"wrote {out / 'agreement.csv'}\nwrote {out / 'disagreements.csv'}")
+    return 0
+
+
+def _rejudge_all(args: argparse.Namespace) -> int:
+    """Re-judge every model's newest responses in the store with each judge, then compare."""
+    import polars as pl
+
+    from .cache.artifacts import ArtifactStore
+    from .pipeline import load_judge_prompt, responses_by_model
+    from .preflight import check_access
+    from .report import write_agreement
+    from .stages.agreement import judge_agreement
+
+    store = ArtifactStore(args.store or default_store())
+    found = responses_by_model(store)
+    if not found:
+        raise UserError(f"no responses in {store.root}: run 'proactflow run' or "
+                        "'proactflow import' first")
+    judges = args.judges or [args.judge_model]
+    frames = []
+    for judge in judges:
+        one = argparse.Namespace(**{**vars(args), "judge_model": judge,
+                                    "eval_model": args.eval_model or "stored", "out": None})
+        probe = settings_from_args(one)
+        load_judge_prompt(probe, store)
+        check_access(probe.judge, "judge")
+        for model, (triggers_key, responses_key) in found.items():
+            out = str(Path(args.out) / f"{_safe(model)}__{_safe(judge)}") if args.out else None
+            settings = probe.model_copy(update={
+                "model_under_test": probe.model_under_test.model_copy(update={"model": model}),
+                "out": out})
+            print(f"== {model} judged by {judge}")
+            from .flows.evaluate import rejudge
+
+            _quiet_console_tracebacks()
+            result = asyncio.run(rejudge(settings=settings, triggers_key=triggers_key,
+                                         responses_key=responses_key))
+            _print_scores(result["scores"], result["complete"])
+            key = next(s["key"] for s in result["stages"] if s["stage"] == "judgments")
+            frames.append(pl.read_parquet(store.path_for("judgments", key)))
+    if len(judges) > 1:
+        table, disagreements = judge_agreement(pl.concat(frames))
+        _print_agreement(table)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            write_agreement(Path(args.out), table, disagreements)
+            print(f"wrote {Path(args.out) / 'agreement.csv'}")
     return 0
 
 

@@ -196,6 +196,23 @@ def responses_ready(settings: RunSettings, store: ArtifactStore, triggers_artifa
     return found if found is not None and found.complete else None
 
 
+def responses_by_model(store: ArtifactStore) -> dict[str, tuple[str, str]]:
+    """Model -> (triggers key, responses key) of its newest responses in the store, from runs and
+    imports alike."""
+    newest: dict[str, tuple[float, str, str]] = {}
+    for path in (store.root / "artifacts" / responses.STAGE).glob("*.parquet"):
+        triggers_key = store.key_material(path).get("inputs", {}).get("triggers")
+        if not triggers_key or not store.path_for(triggers.STAGE, triggers_key).exists():
+            continue
+        head = pl.read_parquet(path, columns=["model"], n_rows=1)
+        if head.is_empty():
+            continue
+        model, stamp = head["model"][0], path.stat().st_mtime
+        if model not in newest or newest[model][0] < stamp:
+            newest[model] = (stamp, triggers_key, path.stem)
+    return {model: (t, r) for model, (_, t, r) in sorted(newest.items())}
+
+
 def stored_responses(settings: RunSettings, store: ArtifactStore,
                      triggers_artifact: Artifact) -> Artifact:
     """The cached responses for these settings, for `rejudge`; a clear error when absent."""
@@ -215,9 +232,11 @@ async def materialize_judgments(settings: RunSettings, store: ArtifactStore, cal
                                 logger: logging.Logger | logging.LoggerAdapter
                                 ) -> tuple[Artifact, StageReport]:
     """The judgments artifact, from the stored responses or from a stream of them while the
-    responses stage runs. Its key depends on the responses' key, which settings determine."""
+    responses stage runs. Its key depends on the responses' key (which settings determine for a
+    stream)."""
     started = time.monotonic()
-    responses_key = responses_spec(settings, triggers_artifact.key).key
+    responses_key = responses_in.key if isinstance(responses_in, Artifact) \
+        else responses_spec(settings, triggers_artifact.key).key
     spec = judgments_spec(settings, responses_key, prompt.sha256)
     if isinstance(responses_in, Artifact):
         found = store.get(spec)

@@ -33,17 +33,33 @@ class Evaluation:
     judgments: pl.DataFrame
 
 
+def _inputs_of(store: ArtifactStore, judgments_path: Path) -> tuple[Path, Path] | None:
+    """(responses, triggers) artifact paths behind a judgments artifact, if both are stored."""
+    responses_key = store.key_material(judgments_path).get("inputs", {}).get("responses")
+    responses_path = store.path_for("responses", responses_key or "")
+    if not responses_path.exists():
+        return None
+    triggers_key = store.key_material(responses_path).get("inputs", {}).get("triggers")
+    triggers_path = store.path_for("triggers", triggers_key or "")
+    return (responses_path, triggers_path) if triggers_path.exists() else None
+
+
+def evaluation_of(store: ArtifactStore, judgments_path: Path) -> Evaluation | None:
+    """The evaluation a judgments artifact belongs to, with its inputs; None if incomplete."""
+    inputs = _inputs_of(store, judgments_path)
+    judgments = pl.read_parquet(judgments_path)
+    if inputs is None or judgments.is_empty():
+        return None
+    model, judge, sha = judgments.select("model", "judge", "judge_prompt_sha256").row(0)
+    return Evaluation(model, judge, sha, pl.read_parquet(inputs[1]), pl.read_parquet(inputs[0]),
+                      judgments)
+
+
 def stored_evaluations(store: ArtifactStore) -> list[Evaluation]:
     """Every (model, judge, prompt) judged in the store; the newest artifact wins."""
-    latest: dict[tuple[str, str, str], tuple[float, Path, Path, Path]] = {}
+    latest: dict[tuple[str, str, str], tuple[float, Path]] = {}
     for path in sorted((store.root / "artifacts" / "judgments").glob("*.parquet")):
-        responses_key = store.key_material(path).get("inputs", {}).get("responses")
-        responses_path = store.path_for("responses", responses_key or "")
-        if not responses_path.exists():
-            continue
-        triggers_key = store.key_material(responses_path).get("inputs", {}).get("triggers")
-        triggers_path = store.path_for("triggers", triggers_key or "")
-        if not triggers_path.exists():
+        if _inputs_of(store, path) is None:
             continue
         head = pl.read_parquet(path, columns=["model", "judge", "judge_prompt_sha256"], n_rows=1)
         if head.is_empty():
@@ -51,10 +67,9 @@ def stored_evaluations(store: ArtifactStore) -> list[Evaluation]:
         identity = tuple(head.row(0))
         stamp = path.stat().st_mtime
         if identity not in latest or latest[identity][0] < stamp:
-            latest[identity] = (stamp, path, responses_path, triggers_path)
-    return [Evaluation(model, judge, sha, pl.read_parquet(t), pl.read_parquet(r),
-                       pl.read_parquet(j))
-            for (model, judge, sha), (_, j, r, t) in sorted(latest.items())]
+            latest[identity] = (stamp, path)
+    found = (evaluation_of(store, path) for _, (_, path) in sorted(latest.items()))
+    return [e for e in found if e is not None]
 
 
 def safe_name(text: str) -> str:
@@ -195,9 +210,10 @@ def _agreement_section(table: pl.DataFrame, disagreements: pl.DataFrame) -> str:
                else "<p>None.</p>"))
 
 
-def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000,
-                 seed: int = 0) -> dict[str, Any]:
-    evaluations = stored_evaluations(store)
+def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: int = 0,
+                 evaluations: list[Evaluation] | None = None) -> dict[str, Any]:
+    """Leaderboard, metrics and report.html over `evaluations` (default: all in the store)."""
+    evaluations = stored_evaluations(store) if evaluations is None else evaluations
     if not evaluations:
         raise UserError(f"no judgments in {store.root}: run 'proactflow run' or "
                         "'proactflow import' first")

@@ -139,3 +139,27 @@ def test_report_includes_agreement_when_a_model_has_two_judges(tmp_path):
     passes = sum(c["PASS"] for c in label_counts(SAMPLE_RESULTS).values())
     assert json.loads(row["confusion"])[2][2] == passes  # PASS by both, on the diagonal
     assert "Judge agreement" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_imported_results_are_rejudged_without_generation(fake, tmp_path, capsys,
+                                                          prefect_server):
+    store, out = tmp_path / "store", tmp_path / "judges"
+    assert run_cli("import", [str(SAMPLE_RESULTS), "--corpus", str(SAMPLE_CORPUS),
+                              "--store", str(store)]) == 0
+    from replay import JUDGE_PROMPT
+
+    # openai/judge replays gpt-5.4's published labels; openai/judge2 is a different judge.
+    assert run_cli("rejudge", ["--all-models", "--judges", "openai/judge,openai/judge2",
+                               "--judge-api-base", fake.url, "--judge-prompt", str(JUDGE_PROMPT),
+                               "--store", str(store), "--out", str(out)]) == 0
+    assert fake.calls == {"judge": 40, "judge2": 40}
+    assert run_cli("report", ["--store", str(store), "--out", str(tmp_path / "report")]) == 0
+    agreement = pl.read_csv(tmp_path / "report" / "agreement.csv").filter(
+        (pl.col("phase") == "OVERALL") & (pl.col("judge_a") == "gpt-5.4")
+        & (pl.col("judge_b") == "openai/judge"))
+    # Replaying the published labels agrees with the imported ones everywhere.
+    assert agreement.row(0, named=True)["percent_agreement"] == 1.0
+    metrics = read_json(out / "gpt-5.5__openai_judge" / "metrics.json")
+    expected = label_counts(SAMPLE_RESULTS)
+    assert {p: metrics["aggregate_trigger_stats"][p]["PASS"] for p in expected} == \
+        {p: c["PASS"] for p, c in expected.items()}

@@ -48,7 +48,9 @@ temperature = 0.1
     board = pl.read_csv(out / "leaderboard.csv")
     assert sorted(board["model"].unique().to_list()) == ["openai/gen", "openai/synth"]
     assert (out / "openai_gen__openai_judge2" / "metrics.json").exists()
-    assert "openai/locked" in (out / "sweep.md").read_text()
+    summary = (out / "sweep.md").read_text()
+    assert "openai/locked" in summary and "## Tokens and cost" in summary
+    assert "openai/gen" in (out / "report.html").read_text()
     assert fake.calls["gen"] == 7 and fake.calls["synth"] == 7
 
 
