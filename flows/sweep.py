@@ -16,7 +16,7 @@ from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.flows.evaluate import evaluate
 from proactflow.settings import RunSettings
 from proactflow.report import Evaluation, evaluation_of, write_report
-from proactflow.stages.leaderboard import build_leaderboard
+from proactflow.stages.leaderboard import build_leaderboard, with_rank_ranges
 from proactflow.sweeps import SweepConfig
 
 BOOTSTRAP_SEED = 0
@@ -45,12 +45,15 @@ def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
 def _markdown(board: pl.DataFrame | None, failures: list[dict[str, str]],
               costs: list[str]) -> str:
     lines = ["# ProactBench sweep", "",
-             "| model | judge | weighted score | 95 % CI | pass rate | evaluated | not evaluated |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    overall = board.filter(pl.col("phase") == "OVERALL").to_dicts() if board is not None else []
+             "| rank | model | judge | weighted score | 95 % CI | pass rate | evaluated | "
+             "not evaluated |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    overall = with_rank_ranges(board).filter(pl.col("phase") == "OVERALL").to_dicts() \
+        if board is not None else []
     for row in overall:
         pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
-        lines.append(f"| {row['model']} | {row['judge']} | {pct(row['weighted_score'])} | "
+        lines.append(f"| {row['rank']} | {row['model']} | {row['judge']} | "
+                     f"{pct(row['weighted_score'])} | "
                      f"{pct(row['ci_low'])}–{pct(row['ci_high'])} | {pct(row['pass_rate'])} | "
                      f"{row['evaluated']} | {row['not_evaluated']} |")
     if costs:

@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                                  "actually used is recorded either way")
         corpus.add_argument("--limit", type=_positive_int, metavar="N",
                             help="evaluate only the first N dialogues")
+        corpus.add_argument("--samples", type=_positive_int, default=1, metavar="K",
+                            help="draw K responses per trigger and judge each (default: 1); "
+                                 "with K > 1, --out adds trigger_scores.csv with each trigger's "
+                                 "mean score and its variance across samples")
         corpus.add_argument("--phases", type=_phases, metavar="LIST",
                             default=("EMERGENT", "CRITICAL", "RECOVERY"),
                             help="comma-separated phases to evaluate (default: all three)")
@@ -276,6 +280,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         judge=_role(args, "judge"),
         corpus=CorpusSource(path=args.corpus, revision=args.revision, limit=args.limit,
                             phases=args.phases),
+        samples=args.samples,
         judge_prompt_file=args.judge_prompt,
         judge_response_format=args.judge_response_format,
         store=args.store or default_store(),

@@ -16,6 +16,7 @@ import polars as pl
 
 from .cache.artifacts import write_atomic
 from .schemas.corpus import PHASES
+from .stages.phase_scores import score_triggers
 
 _COUNT_KEYS = ("PASS", "PARTIAL", "FAIL", "SKIPPED")
 
@@ -160,5 +161,11 @@ def write_outputs(out_dir: Path, triggers: pl.DataFrame, responses: pl.DataFrame
     tmp.replace(paths["phase_scores.parquet"])
     _write_text(paths["results.jsonl"], "".join(
         json.dumps(row, ensure_ascii=False) + "\n" for row in results))
+    if judgments.height and judgments["sample_index"].max() > 0:
+        per_trigger = score_triggers(judgments)
+        paths["trigger_scores.csv"] = out_dir / "trigger_scores.csv"
+        _write_text(paths["trigger_scores.csv"], per_trigger.write_csv())
+        metrics["proactflow"]["samples_per_trigger"] = int(judgments["sample_index"].max()) + 1
+        metrics["proactflow"]["mean_variance_across_samples"] = per_trigger["variance"].mean()
     _write_text(paths["metrics.json"], json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
     return {name: str(path) for name, path in paths.items()}

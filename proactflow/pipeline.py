@@ -28,9 +28,6 @@ from .sources import CorpusFile, JudgePrompt, fetch_upstream_judge_prompt, locat
 from .streaming import RowStream
 from .stages import judgments, phase_scores, responses, triggers
 
-SAMPLES = 1
-
-
 @dataclass
 class StageReport:
     """How one stage went in this run."""
@@ -73,7 +70,7 @@ def triggers_spec(settings: RunSettings, corpus_revision: str) -> ArtifactSpec:
 
 def responses_spec(settings: RunSettings, triggers_key: str) -> ArtifactSpec:
     return ArtifactSpec(responses.STAGE, responses.VERSION, {"triggers": triggers_key}, {
-        "model_under_test": settings.model_under_test.key_material(), "samples": SAMPLES})
+        "model_under_test": settings.model_under_test.key_material(), "samples": settings.samples})
 
 
 def judgments_spec(settings: RunSettings, responses_key: str, prompt_sha256: str) -> ArtifactSpec:
@@ -166,7 +163,7 @@ async def materialize_responses(settings: RunSettings, store: ArtifactStore, cal
         trigger_frame = triggers_artifact.frame()
         client = _client(settings.model_under_test, calls, settings)
         progress = Progress(logger, f"responses of {settings.model_under_test.model}",
-                            trigger_frame.height * SAMPLES)
+                            trigger_frame.height * settings.samples)
 
         def on_row(row: ResponseRow) -> None:
             progress(row)
@@ -174,7 +171,7 @@ async def materialize_responses(settings: RunSettings, store: ArtifactStore, cal
                 stream.put(row.model_dump())
 
         frame = await responses.generate_responses(
-            trigger_frame, settings.model_under_test, client, samples=SAMPLES,
+            trigger_frame, settings.model_under_test, client, samples=settings.samples,
             concurrency=settings.runtime.concurrency, on_row=on_row)
         complete = frame.filter(pl.col("status") == "error").is_empty()
         artifact = store.put(spec, conform(frame, ResponseRow), complete=complete)
@@ -247,7 +244,7 @@ async def materialize_judgments(settings: RunSettings, store: ArtifactStore, cal
         total = source.height
     else:
         source = responses_in
-        total = triggers_artifact.frame().height * SAMPLES
+        total = triggers_artifact.frame().height * settings.samples
     client = _client(settings.judge, calls, settings)
     frame = await judgments.judge_responses(
         triggers_artifact.frame(), source, settings.judge, prompt, client,

@@ -16,8 +16,7 @@ import polars as pl
 from .cache.artifacts import Artifact
 from .cache.calls import CallCache
 from .errors import UserError
-from .llm import api_key_for
-from .pipeline import SAMPLES
+from .llm import api_key_for, estimated_cost
 from .settings import ModelRole, RunSettings
 from .sources import JudgePrompt
 from .stages.judgments import judge_request
@@ -63,6 +62,11 @@ def check_access(role: ModelRole, label: str) -> None:
                         f"(or --{'eval' if label.startswith('model') else 'judge'}-api-key-env)")
 
 
+def _request_tokens(request) -> int:
+    """A provider-neutral estimate: about four characters per token."""
+    return sum(len(content) for _, content in request.messages) // 4
+
+
 @dataclass
 class Plan:
     dialogues: int
@@ -72,50 +76,86 @@ class Plan:
     generation_cached: int
     judge_calls: int
     judge_cached: int
+    generation_prompt_tokens: int = 0
+    """Estimated prompt tokens of the generation calls still to make."""
+    judge_prompt_tokens: int = 0
+    """Estimated prompt tokens of the judge calls still to make."""
+
+    def _estimate(self, label: str, role, calls: int, prompt_tokens: int) -> str:
+        most = calls * role.generation.max_tokens
+        low = estimated_cost(role.model, prompt_tokens, 0)
+        high = estimated_cost(role.model, prompt_tokens, most)
+        cost = (f"${low:.2f} (prompts only) to ${high:.2f} (every reply at max tokens)"
+                if low is not None and high is not None else "unknown (not in litellm's price map)")
+        return (f"{label}~{prompt_tokens:,} prompt tokens to send, replies up to {most:,} tokens; "
+                f"estimated cost {cost}")
 
     def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool) -> list[str]:
         out = [f"corpus      {settings.corpus.describe()} (revision {corpus_revision[:19]})",
                f"plan        {self.dialogues} dialogues, {self.triggers} triggers"
                + (f" ({self.unevaluable} not evaluable: no user message)"
-                  if self.unevaluable else "")]
+                  if self.unevaluable else "")
+               + (f", {settings.samples} samples each" if settings.samples > 1 else "")]
+        generation_to_make = self.generation_calls - self.generation_cached
+        judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:
             out.append(f"generation  {settings.model_under_test.model}: "
                        f"{self.generation_calls} calls, {self.generation_cached} cached, "
-                       f"{self.generation_calls - self.generation_cached} to make")
+                       f"{generation_to_make} to make")
         out.append(f"judging     {settings.judge.model}: {self.judge_calls} calls, "
-                   f"{self.judge_cached} cached, {self.judge_calls - self.judge_cached} to make")
+                   f"{self.judge_cached} cached, {judge_to_make} to make")
+        if regenerate and generation_to_make:
+            out.append(self._estimate("  generation: ", settings.model_under_test,
+                                      generation_to_make, self.generation_prompt_tokens))
+        if judge_to_make:
+            out.append(self._estimate("  judging:    ", settings.judge, judge_to_make,
+                                      self.judge_prompt_tokens))
         return out
 
 
 def make_plan(settings: RunSettings, triggers: Artifact, calls: CallCache,
               prompt: JudgePrompt, responses: pl.DataFrame | None = None) -> Plan:
-    """Count calls to make. With `responses` (rejudge), judge exactly those that are ok."""
+    """Count calls to make and estimate their prompt tokens. With `responses` (rejudge), judge
+    exactly those that are ok. A response not generated yet is estimated by the curation-time
+    response of the same turn."""
     frame = triggers.frame()
     generation_total = generation_cached = judge_total = judge_cached = 0
+    generation_tokens = judge_tokens = 0
+
+    def count_judge(trigger, response: str, sample_index: int) -> None:
+        nonlocal judge_total, judge_cached, judge_tokens
+        judge_total += 1
+        judged = judge_request(trigger, response, settings.judge, prompt,
+                               settings.judge_response_format, sample_index)
+        if judged.key in calls:
+            judge_cached += 1
+        else:
+            judge_tokens += _request_tokens(judged)
+
     if responses is None:
         for trigger, sample_index, request in planned_requests(frame, settings.model_under_test,
-                                                               SAMPLES):
+                                                               settings.samples):
             generation_total += 1
-            judge_total += 1
             hit = calls.get(request.key)
             if hit is None:
+                generation_tokens += _request_tokens(request)
+                judge_total += 1
+                judge_tokens += _request_tokens(judge_request(
+                    trigger, trigger["curation_response"] or "", settings.judge, prompt,
+                    settings.judge_response_format, sample_index))
                 continue
             generation_cached += 1
-            judged = judge_request(trigger, hit["content"], settings.judge, prompt,
-                                   settings.judge_response_format, sample_index)
-            judge_cached += judged.key in calls
+            count_judge(trigger, hit["content"], sample_index)
     else:
         by_trigger = {(t["unique_id_eval"], t["turn"]): t for t in frame.iter_rows(named=True)}
         for response in responses.filter(pl.col("status") == "ok").iter_rows(named=True):
-            judge_total += 1
-            trigger = by_trigger[(response["unique_id_eval"], response["turn"])]
-            judged = judge_request(trigger, response["response"], settings.judge, prompt,
-                                   settings.judge_response_format, response["sample_index"])
-            judge_cached += judged.key in calls
+            count_judge(by_trigger[(response["unique_id_eval"], response["turn"])],
+                        response["response"], response["sample_index"])
     return Plan(dialogues=frame["unique_id_eval"].n_unique(), triggers=frame.height,
                 unevaluable=frame.filter(~pl.col("evaluable")).height,
                 generation_calls=generation_total, generation_cached=generation_cached,
-                judge_calls=judge_total, judge_cached=judge_cached)
+                judge_calls=judge_total, judge_cached=judge_cached,
+                generation_prompt_tokens=generation_tokens, judge_prompt_tokens=judge_tokens)
 
 
 def stage_states(settings: RunSettings, store, triggers: Artifact, prompt: JudgePrompt

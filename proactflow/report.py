@@ -17,7 +17,7 @@ from .errors import UserError
 from .exports import results_rows, upstream_metrics
 from .schemas.corpus import PHASES
 from .stages.agreement import ORDER, judge_agreement
-from .stages.leaderboard import OVERALL, build_leaderboard
+from .stages.leaderboard import OVERALL, build_leaderboard, with_rank_ranges
 from .stages.phase_scores import score_phases
 
 
@@ -174,7 +174,7 @@ color:#222;padding:0 1rem}h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2r
 th,td{padding:.25rem .5rem;
 white-space:nowrap;
 border-bottom:1px solid #e5e5e5;text-align:right}th:first-child,td:first-child,th:nth-child(2),
-td:nth-child(2),th:nth-child(3),td:nth-child(3){text-align:left}thead th{background:#f6f6f6}
+td:nth-child(2),th:nth-child(3),td:nth-child(3),th:nth-child(4),td:nth-child(4){text-align:left}thead th{background:#f6f6f6}
 .wrap td{white-space:normal;text-align:left;vertical-align:top;min-width:5rem}
 .legend{font-size:.8rem;margin:.3rem 0 0 48px}.key{margin-right:1rem}.key i{display:inline-block;
 width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px}.note{color:#666;font-size:.85rem}
@@ -245,10 +245,11 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
 <title>ProactBench report</title><style>{_STYLE}</style></head><body>
 <h1>ProactBench proactivity report</h1>
 <p class="note">Weighted score = (PASS + 0.5 PARTIAL) / evaluated. Intervals: 95 % bootstrap over
-dialogues ({samples} resamples, seed {seed}). Rows sharing a phase whose intervals overlap are
-not separable at this sample size.</p>
+dialogues ({samples} resamples, seed {seed}). A rank such as 1-3 means the row's interval
+overlaps others': those rows are not separable at this sample size.</p>
 <h2>Weighted score per phase</h2>{_bar_chart(board)}
-<h2>Leaderboard</h2>{_table(board, ("pass_rate", "weighted_score", "ci_low", "ci_high"))}
+<h2>Leaderboard</h2>{_table(with_rank_ranges(board).select("rank", *board.columns),
+                            ("pass_rate", "weighted_score", "ci_low", "ci_high"))}
 <h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
 <h2>By persona category</h2>{_table(categories, ("weighted_score",))}
 {_agreement_section(agreement, disagreements)}

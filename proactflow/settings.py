@@ -132,6 +132,8 @@ class RunSettings(BaseModel):
     model_under_test: ModelRole = Field(description="The model being evaluated.")
     judge: ModelRole = Field(description="The model that scores the responses.")
     corpus: CorpusSource = Field(default_factory=CorpusSource, description="The dialogues.")
+    samples: int = Field(default=1, ge=1, le=100,
+                         description="Responses drawn per trigger (each judged on its own).")
     judge_prompt_file: str | None = Field(
         default=None, description="Judge system prompt file; None for the upstream prompt.")
     judge_response_format: Literal["json_schema", "json_object", "none"] = Field(

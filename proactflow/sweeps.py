@@ -76,6 +76,7 @@ class SweepConfig(BaseModel):
     limit: int | None = Field(default=None, ge=1, description="Only the first N dialogues.")
     judge_prompt: str | None = Field(default=None, description="Judge prompt file.")
     concurrency: int = Field(default=16, ge=1, description="Calls in flight per role.")
+    samples: int = Field(default=1, ge=1, le=100, description="Responses drawn per trigger.")
 
     def runs(self) -> list[RunSettings]:
         """One RunSettings per (model, judge), in file order."""
@@ -84,7 +85,7 @@ class SweepConfig(BaseModel):
         return [RunSettings(
             model_under_test=model.role("model_under_test"), judge=judge.role("judge"),
             corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
-            judge_prompt_file=self.judge_prompt, store=store,
+            judge_prompt_file=self.judge_prompt, store=store, samples=self.samples,
             out=str(out / f"{_safe(model.model)}__{_safe(judge.model)}") if out else None,
             runtime=RuntimeOptions(concurrency=self.concurrency))
             for model in self.models for judge in self.judges]

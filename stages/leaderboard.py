@@ -93,3 +93,21 @@ def build_leaderboard(judgments: pl.DataFrame, *, samples: int = 1000, seed: int
     return (pl.DataFrame(rows, schema=schema)
             .sort("_order", pl.col("weighted_score").fill_null(-1.0), descending=[False, True])
             .select(COLUMNS))
+
+
+def with_rank_ranges(board: pl.DataFrame) -> pl.DataFrame:
+    """Adds `rank` per phase: a single number where the intervals separate a row from all others,
+    else the range of ranks it could hold ("1-3" means tied within its intervals with others)."""
+    ranks: list[str] = []
+    rows = board.to_dicts()
+    for row in rows:
+        peers = [r for r in rows if r["phase"] == row["phase"] and r is not row
+                 and r["ci_low"] is not None]
+        if row["ci_low"] is None:
+            ranks.append("-")
+            continue
+        surely_better = sum(1 for r in peers if r["ci_low"] > row["ci_high"])
+        maybe_better = sum(1 for r in peers if r["ci_high"] >= row["ci_low"])
+        best, worst = 1 + surely_better, 1 + maybe_better
+        ranks.append(str(best) if best == worst else f"{best}-{worst}")
+    return board.with_columns(pl.Series("rank", ranks, dtype=pl.String))

@@ -54,3 +54,14 @@ def score_phases(judgments: pl.DataFrame) -> pl.DataFrame:
     )
     schema = arrow_schema(PhaseScoreRow)
     return pl.from_arrow(table.select(schema.names).to_arrow().cast(schema))
+
+
+def score_triggers(judgments: pl.DataFrame) -> pl.DataFrame:
+    """Per trigger, over its samples: how many were scored, the mean score (PASS 1, PARTIAL 0.5,
+    FAIL 0) and its sample variance (null with fewer than two scored samples)."""
+    value = pl.col("score").replace_strict({"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0},
+                                           default=None, return_dtype=pl.Float64)
+    return (judgments.filter(pl.col("status") == "scored")
+            .group_by("model", "judge", "unique_id_eval", "turn", "phase")
+            .agg(samples_scored=pl.len(), mean_score=value.mean(), variance=value.var(ddof=1))
+            .sort("model", "judge", "unique_id_eval", "turn"))

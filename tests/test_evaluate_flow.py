@@ -196,3 +196,61 @@ def test_run_record_counts_tokens_and_prices_known_models(fake, store, capsys):
         tokens["prompt_tokens"] * 0.15e-6 + tokens["completion_tokens"] * 0.60e-6, rel=1e-6)
     assert record["usage"]["judge"]["estimated_cost_usd"] == "unknown"
     assert "estimated cost unknown (not in litellm's price map)" in printed
+
+
+def test_samples_draw_k_responses_and_report_their_spread(fake, store, tmp_path):
+    drawn = {"n": 0}
+
+    def varied(request):  # a provider sampling at temperature > 0: each draw differs
+        drawn["n"] += 1
+        return Reply(content=f"Draw {drawn['n']}: a plan for the user.")
+
+    fake.responders["sampler"] = varied
+    out = tmp_path / "out"
+    args = cli_args(fake, store, eval_model="openai/sampler", judge_model="openai/judge2",
+                    extra=("--limit", "1", "--samples", "3", "--out", str(out)))
+    assert run_cli("run", args) == 0
+    triggers = 3  # the first sample dialogue has three triggers
+    assert fake.calls == {"sampler": 3 * triggers, "judge2": 3 * triggers}
+    per_trigger = pl.read_csv(out / "trigger_scores.csv")
+    assert per_trigger.height == triggers
+    assert per_trigger["samples_scored"].to_list() == [3] * triggers
+    scores = pl.read_csv(out / "phase_scores.csv").filter(pl.col("phase") == "OVERALL")
+    assert scores["triggers"][0] == 3 * triggers
+    # Mean and variance per trigger, by hand from the judge's verdicts.
+    judgments = pl.concat([pl.read_parquet(p) for p in (store / "artifacts" / "judgments")
+                           .glob("*.parquet")])
+    value = {"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0}
+    for row in per_trigger.iter_rows(named=True):
+        mine = [value[s] for s in judgments.filter(
+            (pl.col("unique_id_eval") == row["unique_id_eval"]) & (pl.col("turn") == row["turn"])
+        )["score"].to_list()]
+        mean = sum(mine) / 3
+        assert row["mean_score"] == pytest.approx(mean)
+        assert row["variance"] == pytest.approx(sum((v - mean) ** 2 for v in mine) / 2)
+    fake.reset_counts()
+    assert run_cli("run", args) == 0
+    assert sum(fake.calls.values()) == 0  # each sample index is its own cached call
+
+
+def test_dry_run_prints_the_plan_with_token_and_cost_estimates(fake, store, capsys):
+    from replay import synthetic_model
+
+    fake.responders["gpt-4o-mini"] = synthetic_model
+    args = cli_args(fake, store, eval_model="openai/gpt-4o-mini", judge_model="openai/judge2",
+                    extra=("--limit", "2", "--dry-run"))
+    assert run_cli("run", args) == 0
+    printed = capsys.readouterr().out
+    assert sum(fake.calls.values()) == 0
+    assert "generation  openai/gpt-4o-mini: 7 calls, 0 cached, 7 to make" in printed
+    generation = next(line for line in printed.splitlines() if line.startswith("  generation:"))
+    prompt_tokens = int(generation.split("~")[1].split()[0].replace(",", ""))
+    assert prompt_tokens > 0
+    low = float(generation.split("estimated cost $")[1].split()[0])
+    assert low == pytest.approx(prompt_tokens * 0.15e-6, abs=0.005)  # gpt-4o-mini prompt price
+    assert "judging:    ~" in printed and "unknown (not in litellm's price map)" in printed
+    # After a real run everything is cached: nothing left to estimate.
+    assert run_cli("run", args[:-1]) == 0
+    capsys.readouterr()
+    assert run_cli("run", args) == 0
+    assert "7 cached, 0 to make" in capsys.readouterr().out

@@ -163,3 +163,13 @@ def test_imported_results_are_rejudged_without_generation(fake, tmp_path, capsys
     expected = label_counts(SAMPLE_RESULTS)
     assert {p: metrics["aggregate_trigger_stats"][p]["PASS"] for p in expected} == \
         {p: c["PASS"] for p, c in expected.items()}
+
+
+def test_rank_ranges_show_ties_where_intervals_overlap():
+    from proactflow.stages.leaderboard import with_rank_ranges
+
+    board = pl.DataFrame({
+        "phase": ["OVERALL"] * 4,
+        "ci_low": [0.70, 0.60, 0.20, None], "ci_high": [0.90, 0.75, 0.40, None]})
+    # A [.70,.90] overlaps B [.60,.75]; both are surely above C [.20,.40]; D has no interval.
+    assert with_rank_ranges(board)["rank"].to_list() == ["1-2", "1-2", "3", "-"]
