@@ -173,8 +173,8 @@ color:#222;padding:0 1rem}h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2r
 .scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0}
 th,td{padding:.25rem .5rem;
 white-space:nowrap;
-border-bottom:1px solid #e5e5e5;text-align:right}th:first-child,td:first-child,th:nth-child(2),
-td:nth-child(2),th:nth-child(3),td:nth-child(3),th:nth-child(4),td:nth-child(4){text-align:left}thead th{background:#f6f6f6}
+border-bottom:1px solid #e5e5e5;text-align:right}
+th:nth-child(-n+4),td:nth-child(-n+4){text-align:left}thead th{background:#f6f6f6}
 .wrap td{white-space:normal;text-align:left;vertical-align:top;min-width:5rem}
 .legend{font-size:.8rem;margin:.3rem 0 0 48px}.key{margin-right:1rem}.key i{display:inline-block;
 width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px}.note{color:#666;font-size:.85rem}
