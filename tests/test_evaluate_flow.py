@@ -138,8 +138,8 @@ def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, sto
             tasks = await client.read_task_runs(
                 flow_run_filter=FlowRunFilter(id={"any_": [run.id]}), limit=20,
                 sort=TaskRunSort.EXPECTED_START_TIME_ASC)
-            # Read through the REST API: this client sends omitted filters as null, which the
-            # server rejects, and an empty task-run filter would hide flow-level artifacts.
+            # Through the REST API, filtering on the flow run alone: the client's helper also
+            # sends a task-run filter, which hides artifacts created by the flow itself.
             response = await client._client.post("/artifacts/filter", json={
                 "artifacts": {"flow_run_id": {"any_": [str(run.id)]}},
                 "limit": 20, "offset": 0, "sort": "CREATED_DESC"})
