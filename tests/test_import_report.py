@@ -173,3 +173,33 @@ def test_rank_ranges_show_ties_where_intervals_overlap():
         "ci_low": [0.70, 0.60, 0.20, None], "ci_high": [0.90, 0.75, 0.40, None]})
     # A [.70,.90] overlaps B [.60,.75]; both are surely above C [.20,.40]; D has no interval.
     assert with_rank_ranges(board)["rank"].to_list() == ["1-2", "1-2", "3", "-"]
+
+
+def test_report_html_is_well_formed(tmp_path):
+    from html.parser import HTMLParser
+
+    store, out = tmp_path / "store", tmp_path / "report"
+    assert run_cli("import", [str(SAMPLE_RESULTS), "--corpus", str(SAMPLE_CORPUS),
+                              "--store", str(store)]) == 0
+    assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
+
+    class Checker(HTMLParser):
+        void = {"meta", "br", "img", "input", "hr", "link"}
+
+        def __init__(self):
+            super().__init__()
+            self.stack, self.rects, self.errors = [], 0, []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in self.void:
+                self.stack.append(tag)
+            self.rects += tag == "rect"
+
+        def handle_endtag(self, tag):
+            if not self.stack or self.stack.pop() != tag:
+                self.errors.append(tag)
+
+    checker = Checker()
+    checker.feed((out / "report.html").read_text(encoding="utf-8"))
+    assert checker.errors == [] and checker.stack == []
+    assert checker.rects == 4  # one bar per phase and overall for the one (model, judge)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
+
 import polars as pl
 import pytest
 
@@ -12,7 +15,7 @@ from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
-def test_sweep_survives_a_failing_model(fake, tmp_path, capsys):
+def test_sweep_survives_a_failing_model(fake, tmp_path, capsys, prefect_server):
     fake.responders["locked"] = lambda request: Reply(status=401, content="invalid key")
     out = tmp_path / "nightly"
     config = tmp_path / "sweep.toml"
@@ -52,6 +55,14 @@ temperature = 0.1
     assert "openai/locked" in summary and "## Tokens and cost" in summary
     assert "openai/gen" in (out / "report.html").read_text()
     assert fake.calls["gen"] == 7 and fake.calls["synth"] == 7
+    request = urllib.request.Request(
+        f"{prefect_server}/artifacts/filter", method="POST",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"artifacts": {"key": {"any_": ["sweep-leaderboard"]}}, "limit": 1,
+                         "offset": 0, "sort": "CREATED_DESC"}).encode())
+    with urllib.request.urlopen(request) as response:
+        markdown = json.loads(response.read())[0]["data"]
+    assert "| openai/gen | openai/judge2 |" in markdown and "openai/locked" in markdown
 
 
 def test_sweep_file_errors_are_one_line(tmp_path, capsys):
