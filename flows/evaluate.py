@@ -10,12 +10,10 @@ across runs); the stages own their content-addressed Parquet artifacts instead.
 from __future__ import annotations
 
 import asyncio
-import platform
 import re
 import time
 import uuid
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +28,12 @@ from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_jud
                                  materialize_phase_scores, materialize_responses,
                                  materialize_triggers, open_call_cache, open_store,
                                  responses_ready, stored_responses)
-from proactflow.llm import estimated_cost
+from proactflow.records import run_provenance, usage_and_cost, write_run_record
 from proactflow.settings import RunSettings
 from proactflow.sources import locate_corpus
 from proactflow.streaming import RowStream
 
 _TASK_OPTIONS = dict(cache_policy=NO_CACHE, persist_result=False)
-_VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",
-              "huggingface_hub", "diskcache")
-
 
 @task(name="triggers", **_TASK_OPTIONS)
 def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
@@ -89,16 +84,6 @@ def run_name() -> str:
     return f"{settings.model_under_test.model} judged by {settings.judge.model}"
 
 
-def _versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for name in _VERSIONED:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return found
-
-
 async def _run(settings: RunSettings, *, regenerate: bool,
                stored: tuple[str, str] | None = None) -> dict[str, Any]:
     """Wire the stages. `stored` names (triggers key, responses key) already in the store, for
@@ -136,6 +121,7 @@ async def _run(settings: RunSettings, *, regenerate: bool,
     reports += [judgments_report, scores_report]
 
     score_frame = scores.frame()
+    response_frame, judgment_frame = responses.frame(), judgments.frame()
     complete = scores.complete
     model, judge = settings.model_under_test.model, settings.judge.model
     await acreate_table_artifact(
@@ -143,52 +129,24 @@ async def _run(settings: RunSettings, *, regenerate: bool,
         table=score_frame.to_dicts(),
         description=f"ProactBench phase scores of **{model}** judged by **{judge}**"
                     + ("" if complete else " (incomplete: some calls failed; re-run to retry)"))
-    usage = _usage_and_cost(settings, responses.frame(), judgments.frame())
-    provenance = {
-        "model_under_test": settings.model_under_test.key_material(),
-        "judge": settings.judge.key_material(),
-        "judge_prompt_sha256": prompt_sha,
-        "corpus": settings.corpus.describe(), "corpus_revision": revision,
-        "artifacts": {r.stage: r.key for r in reports},
-    }
+    usage = usage_and_cost(settings, response_frame, judgment_frame)
+    provenance = run_provenance(settings, prompt_sha, revision, reports)
     outputs: dict[str, str] = {}
     if settings.out:
-        outputs = write_outputs(Path(settings.out), triggers.frame(), responses.frame(),
-                                judgments.frame(), score_frame, provenance)
-    finished = datetime.now(timezone.utc)
-    run_id = str(flow_run.id or uuid.uuid4())
-    record = {
-        "run_id": run_id, "flow": "evaluate" if regenerate else "rejudge",
-        "started": started.isoformat(), "finished": finished.isoformat(),
-        "seconds": round(time.monotonic() - clock, 3), "complete": complete,
-        "settings": settings.model_dump(mode="json"), **provenance,
-        "stages": [r.as_dict() for r in reports], "outputs": outputs, "versions": _versions(),
-        "usage": usage,
-    }
-    record_path = open_store(settings).write_json(
-        f"runs/{started.strftime('%Y%m%dT%H%M%SZ')}-{run_id[:8]}.json", record)
-    logger.info("run record: %s", record_path)
-    if settings.out:
+        outputs = write_outputs(Path(settings.out), triggers.frame(), response_frame,
+                                judgment_frame, score_frame, provenance)
         await acreate_link_artifact(
             key=f"outputs-{_slug(model)}-by-{_slug(judge)}",
             link=Path(outputs["metrics.json"]).resolve().as_uri(), link_text="metrics.json",
             description=f"Exports of {model} judged by {judge}")
+    record_path = write_run_record(
+        settings, run_id=str(flow_run.id or uuid.uuid4()),
+        flow="evaluate" if regenerate else "rejudge", started=started,
+        seconds=time.monotonic() - clock, complete=complete, provenance=provenance,
+        reports=reports, outputs=outputs, usage=usage)
+    logger.info("run record: %s", record_path)
     return {"scores": score_frame.to_dicts(), "complete": complete, "record": str(record_path),
             "outputs": outputs, "stages": [r.as_dict() for r in reports], "usage": usage}
-
-
-def _usage_and_cost(settings: RunSettings, responses, judgments) -> dict[str, Any]:
-    """Tokens per role over the stage tables (cached calls included: they were paid once) and
-    the estimated dollars from litellm's price map, or "unknown"."""
-    usage = {}
-    for role, frame, name in (("model_under_test", responses, settings.model_under_test.model),
-                              ("judge", judgments, settings.judge.model)):
-        prompt = int(frame["prompt_tokens"].fill_null(0).sum())
-        completion = int(frame["completion_tokens"].fill_null(0).sum())
-        cost = estimated_cost(name, prompt, completion)
-        usage[role] = {"model": name, "prompt_tokens": prompt, "completion_tokens": completion,
-                       "estimated_cost_usd": cost if cost is not None else "unknown"}
-    return usage
 
 
 @flow(name="evaluate", flow_run_name=run_name, persist_result=False, validate_parameters=True)

@@ -1,0 +1,71 @@
+"""What a run leaves behind besides its artifacts: provenance, token usage and cost, and the
+run record tying the run to its artifact keys (settings only, never a secret)."""
+
+from __future__ import annotations
+
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+import polars as pl
+
+from .llm import estimated_cost
+from .pipeline import StageReport, open_store
+from .settings import RunSettings
+
+_VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",
+              "huggingface_hub", "diskcache")
+
+
+def package_versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def usage_and_cost(settings: RunSettings, responses: pl.DataFrame,
+                   judgments: pl.DataFrame) -> dict[str, Any]:
+    """Tokens per role over the stage tables (cached calls included: they were paid once) and
+    the estimated dollars from litellm's price map, or "unknown"."""
+    usage = {}
+    for role, frame, name in (("model_under_test", responses, settings.model_under_test.model),
+                              ("judge", judgments, settings.judge.model)):
+        prompt = int(frame["prompt_tokens"].fill_null(0).sum())
+        completion = int(frame["completion_tokens"].fill_null(0).sum())
+        cost = estimated_cost(name, prompt, completion)
+        usage[role] = {"model": name, "prompt_tokens": prompt, "completion_tokens": completion,
+                       "estimated_cost_usd": cost if cost is not None else "unknown"}
+    return usage
+
+
+def run_provenance(settings: RunSettings, prompt_sha256: str, corpus_revision: str,
+                   reports: Iterable[StageReport]) -> dict[str, Any]:
+    """What produced a result: roles' output-changing settings, prompt, corpus, artifacts."""
+    return {
+        "model_under_test": settings.model_under_test.key_material(),
+        "judge": settings.judge.key_material(),
+        "judge_prompt_sha256": prompt_sha256,
+        "corpus": settings.corpus.describe(), "corpus_revision": corpus_revision,
+        "artifacts": {r.stage: r.key for r in reports},
+    }
+
+
+def write_run_record(settings: RunSettings, *, run_id: str, flow: str, started: datetime,
+                     seconds: float, complete: bool, provenance: dict[str, Any],
+                     reports: list[StageReport], outputs: dict[str, str],
+                     usage: dict[str, Any]) -> Path:
+    record = {
+        "run_id": run_id, "flow": flow, "started": started.isoformat(),
+        "finished": datetime.now(timezone.utc).isoformat(), "seconds": round(seconds, 3),
+        "complete": complete, "settings": settings.model_dump(mode="json"), **provenance,
+        "stages": [r.as_dict() for r in reports], "outputs": outputs, "usage": usage,
+        "versions": package_versions(),
+    }
+    return open_store(settings).write_json(
+        f"runs/{started.strftime('%Y%m%dT%H%M%SZ')}-{run_id[:8]}.json", record)
