@@ -409,6 +409,9 @@ def _run_command(args: argparse.Namespace) -> int:
     if not _preflight(args, settings):
         return 0
     gc.collect()
+    # Everything alive now (imported modules, mostly) lives for the whole run: keep the
+    # collector from walking it again on each of the run's many collections.
+    gc.freeze()
     if starting is not None:
         starting.join()  # the flow's client must find the server up, not half started
     result = _run_flow(args.command, settings)
