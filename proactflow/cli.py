@@ -137,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
         judge.add_argument("--judge-prompt", metavar="FILE",
                            help="judge system prompt file (default: the upstream prompt, "
                                 "downloaded once at its pinned commit and cached in the store)")
+        judge.add_argument("--judge-attempts", type=_positive_int, default=4, metavar="N",
+                           help="judge calls per response while its reply is not a valid "
+                                "verdict (malformed JSON, unknown score), before it becomes a "
+                                "judge_error row (default: 4)")
         judge.add_argument("--judge-response-format", default="json_schema",
                            choices=("json_schema", "json_object", "none"),
                            help="structured output requested from the judge (default: "
@@ -288,7 +292,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         runtime=RuntimeOptions(concurrency=args.concurrency, timeout_s=args.timeout,
                                max_attempts=args.max_attempts,
                                retry_base_delay_s=args.retry_delay, rpm=args.rpm,
-                               tpm=args.tpm),
+                               tpm=args.tpm, judge_parse_attempts=args.judge_attempts),
     )
 
 

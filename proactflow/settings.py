@@ -119,7 +119,9 @@ class RuntimeOptions(BaseModel):
         default=30, ge=1, description="Failed attempts in a row, with no success between, after "
                                       "which the endpoint is declared down and the run stops.")
     judge_parse_attempts: int = Field(
-        default=3, ge=1, description="Judge calls per trigger when replies do not validate.")
+        default=4, ge=1, le=10,
+        description="Judge calls per response while replies do not validate (malformed JSON, a "
+                    "score outside PASS/PARTIAL/FAIL); then the row is a judge_error.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
     tpm: float | None = Field(default=None, gt=0, description="Tokens per minute per role.")
 

@@ -109,7 +109,8 @@ def test_invalid_judge_replies_are_retried_then_recorded_as_errors(fake, store, 
 
     out = tmp_path / "broken"
     assert run_cli("rejudge", cli_args(fake, store, judge_model="openai/broken",
-                                       extra=(*limit, "--out", str(out)))) == 0
+                                       extra=(*limit, "--out", str(out),
+                                              "--judge-attempts", "3"))) == 0
     assert fake.calls["broken"] == 7 * 3  # three tries each, then an error row
     scores = pl.read_csv(out / "phase_scores.csv").filter(pl.col("phase") == "OVERALL")
     assert (scores["evaluated"][0], scores["judge_errors"][0]) == (0, 7)
@@ -117,7 +118,7 @@ def test_invalid_judge_replies_are_retried_then_recorded_as_errors(fake, store, 
     # Invalid replies were never cached: the next run asks again.
     assert run_cli("rejudge", cli_args(fake, store, judge_model="openai/broken",
                                        extra=limit)) == 0
-    assert fake.calls["broken"] == 21
+    assert fake.calls["broken"] == 7 * 4  # the default: four tries
 
 
 def test_rejected_credentials_stop_the_run_at_once(fake, store, capsys):
