@@ -69,6 +69,12 @@ def _phases(text: str) -> tuple[str, ...]:
     return phases
 
 
+def _add_store_option(parser) -> None:
+    parser.add_argument("--store", metavar="DIR", default=None,
+                        help=f"artifact store root (default: ${DEFAULT_STORE_ENV} or "
+                             "./.proactflow)")
+
+
 def _judge_list(text: str) -> list[str]:
     judges = [j.strip() for j in text.split(",") if j.strip()]
     if len(judges) < 2 or len(set(judges)) != len(judges):
@@ -162,9 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                             default=("EMERGENT", "CRITICAL", "RECOVERY"),
                             help="comma-separated phases to evaluate (default: all three)")
         where = sub.add_argument_group("store and outputs")
-        where.add_argument("--store", metavar="DIR", default=None,
-                           help=f"artifact store root (default: ${DEFAULT_STORE_ENV} or "
-                                "./.proactflow)")
+        _add_store_option(where)
         where.add_argument("--out", metavar="DIR",
                            help="also write phase_scores.csv/.parquet, results.jsonl and "
                                 "metrics.json (upstream's shapes) here")
@@ -208,8 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("files", nargs="+", metavar="FILE", help="results files to import")
     imports.add_argument("--corpus", required=True, metavar="PATH",
                          help="the corpus the results were produced on (final_dialogues.jsonl)")
-    imports.add_argument("--store", metavar="DIR", help=f"artifact store root (default: "
-                         f"${DEFAULT_STORE_ENV} or ./.proactflow)")
+    _add_store_option(imports)
     imports.add_argument("--judge-model", default=PAPER_JUDGE, metavar="NAME",
                          help=f"the judge that labelled the files (default: {PAPER_JUDGE})")
     imports.add_argument("--model", metavar="NAME",
@@ -222,8 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build a leaderboard over every (model, judge) in the store with 95 %% "
                     "bootstrap intervals that resample dialogues, upstream-shaped metrics per "
                     "(model, judge), and a self-contained report.html.")
-    report.add_argument("--store", metavar="DIR", help=f"artifact store root (default: "
-                        f"${DEFAULT_STORE_ENV} or ./.proactflow)")
+    _add_store_option(report)
     report.add_argument("--out", required=True, metavar="DIR",
                         help="writes leaderboard.csv/.parquet, report.html and "
                              "metrics/<model>__<judge>.json here")
@@ -249,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "PREFECT_API_URL.")
     serve.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
     serve.add_argument("--cron", default="0 2 * * *", metavar="EXPR",
-                       help="cron schedule, server time zone (default: '0 2 * * *', 02:00 daily)")
+                       help="cron schedule in UTC (default: '0 2 * * *', 02:00 daily)")
     serve.add_argument("--name", default="nightly-sweep", help="deployment name "
                        "(default: nightly-sweep)")
     serve.set_defaults(handler=_serve_command)

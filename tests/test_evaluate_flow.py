@@ -120,7 +120,7 @@ def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, sto
     from prefect.logging.handlers import APILogHandler
     from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 
-    secret = "sk-" + "test-PREFECT-PLANTED-abcdefghijklmnopqrstu"
+    secret = "sk-" + "test-PREFECT-PLANTED-abcdefghijklmnopqrstu"  # no key-shaped literal
     monkeypatch.setenv("PLANTED_API_KEY", secret)
     args = cli_args(fake, store, judge_model="openai/judge2",
                     extra=("--limit", "2", "--eval-api-key-env", "PLANTED_API_KEY",

@@ -173,7 +173,7 @@ def test_unreachable_endpoint_is_reported_before_any_call(fake, store, capsys):
 
 def test_planted_secret_never_reaches_store_outputs_or_logs(fake, store, tmp_path, capsys,
                                                             monkeypatch, caplog):
-    secret = "sk-" + "test-PLANTED-0123456789abcdefghijklmnop"
+    secret = "sk-" + "test-PLANTED-0123456789abcdefghijklmnop"  # no key-shaped literal in git
     monkeypatch.setenv("PLANTED_API_KEY", secret)
     out = tmp_path / "out"
     args = cli_args(fake, store, extra=("--eval-api-key-env", "PLANTED_API_KEY",
