@@ -9,6 +9,7 @@ renamed into place, so a reader sees either nothing or a whole file, even after 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -70,6 +71,12 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_parquet_atomic(path: Path, frame: pl.DataFrame) -> None:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    write_atomic(path, buffer.getvalue())
 
 
 class ArtifactStore:

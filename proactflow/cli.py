@@ -446,17 +446,13 @@ def _run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
 
 def _rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
     """Re-judge the cached responses with each judge in turn, then report their agreement."""
-    import polars as pl
-
-    from .cache.artifacts import ArtifactStore
-    from .report import write_agreement
-    from .stages.agreement import judge_agreement
+    from .report import safe_name
 
     base_out = args.out
     frames = []
     for judge in judges:
         one = argparse.Namespace(**{**vars(args), "judge_model": judge, "judges": None,
-                                    "out": str(Path(base_out) / _safe(judge)) if base_out
+                                    "out": str(Path(base_out) / safe_name(judge)) if base_out
                                     else None})
         settings = settings_from_args(one)
         print(f"== judge {judge}")
@@ -464,29 +460,19 @@ def _rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
             continue
         result = _run_flow("rejudge", settings)
         _print_scores(result["scores"], result["complete"])
-        key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
-        frames.append(pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key)))
-    if len(frames) < 2:
-        return 0
-    table, disagreements = judge_agreement(pl.concat(frames))
-    _print_agreement(table)
-    if base_out:
-        out = Path(base_out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_agreement(out, table, disagreements)
-        print(f"wrote {out / 'agreement.csv'}\nwrote {out / 'disagreements.csv'}")
+        frames.append(_judgments_of(settings, result))
+    if len(frames) > 1:
+        _report_agreement(frames, base_out)
     return 0
 
 
 def _rejudge_all(args: argparse.Namespace) -> int:
     """Re-judge every model's newest responses in the store with each judge, then compare."""
-    import polars as pl
-
     from .cache.artifacts import ArtifactStore
+    from .flows.evaluate import rejudge
     from .pipeline import load_judge_prompt, responses_by_model
     from .preflight import check_access
-    from .report import write_agreement
-    from .stages.agreement import judge_agreement
+    from .report import safe_name
 
     store = ArtifactStore(args.store or default_store())
     found = responses_by_model(store)
@@ -502,33 +488,45 @@ def _rejudge_all(args: argparse.Namespace) -> int:
         load_judge_prompt(probe, store)
         check_access(probe.judge, "judge")
         for model, (triggers_key, responses_key) in found.items():
-            out = str(Path(args.out) / f"{_safe(model)}__{_safe(judge)}") if args.out else None
+            out = str(Path(args.out) / f"{safe_name(model)}__{safe_name(judge)}") if args.out \
+                else None
             settings = probe.model_copy(update={
                 "model_under_test": probe.model_under_test.model_copy(update={"model": model}),
                 "out": out})
             print(f"== {model} judged by {judge}")
-            from .flows.evaluate import rejudge
-
             _quiet_console_tracebacks()
             result = asyncio.run(rejudge(settings=settings, triggers_key=triggers_key,
                                          responses_key=responses_key))
             _print_scores(result["scores"], result["complete"])
-            key = next(s["key"] for s in result["stages"] if s["stage"] == "judgments")
-            frames.append(pl.read_parquet(store.path_for("judgments", key)))
+            frames.append(_judgments_of(settings, result))
     if len(judges) > 1:
-        table, disagreements = judge_agreement(pl.concat(frames))
-        _print_agreement(table)
-        if args.out:
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            write_agreement(Path(args.out), table, disagreements)
-            print(f"wrote {Path(args.out) / 'agreement.csv'}")
+        _report_agreement(frames, args.out)
     return 0
 
 
-def _safe(text: str) -> str:
-    from .report import safe_name
+def _judgments_of(settings: RunSettings, result: dict[str, Any]):
+    """The judgments table a flow run produced."""
+    import polars as pl
 
-    return safe_name(text)
+    from .cache.artifacts import ArtifactStore
+
+    key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
+    return pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key))
+
+
+def _report_agreement(frames: list, out: str | None) -> None:
+    """Print the judges' agreement and, with --out, write agreement.csv and disagreements.csv."""
+    import polars as pl
+
+    from .report import write_agreement
+    from .stages.agreement import judge_agreement
+
+    table, disagreements = judge_agreement(pl.concat(frames))
+    _print_agreement(table)
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        write_agreement(Path(out), table, disagreements)
+        print(f"wrote {Path(out) / 'agreement.csv'}\nwrote {Path(out) / 'disagreements.csv'}")
 
 
 def _print_agreement(table) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from .cache.artifacts import write_atomic
+from .cache.artifacts import write_atomic, write_parquet_atomic
 from .schemas.corpus import PHASES
 from .stages.phase_scores import score_triggers
 
@@ -156,9 +156,7 @@ def write_outputs(out_dir: Path, triggers: pl.DataFrame, responses: pl.DataFrame
     paths = {name: out_dir / name for name in
              ("phase_scores.csv", "phase_scores.parquet", "results.jsonl", "metrics.json")}
     _write_text(paths["phase_scores.csv"], scores.write_csv())
-    tmp = paths["phase_scores.parquet"].with_suffix(".parquet.tmp")
-    scores.write_parquet(tmp)
-    tmp.replace(paths["phase_scores.parquet"])
+    write_parquet_atomic(paths["phase_scores.parquet"], scores)
     _write_text(paths["results.jsonl"], "".join(
         json.dumps(row, ensure_ascii=False) + "\n" for row in results))
     if judgments.height and judgments["sample_index"].max() > 0:

@@ -82,6 +82,11 @@ class ChatRequest:
         return cls(role.model, role.endpoint, tuple(messages), tuple(sorted(params.items())),
                    sample_index)
 
+    @property
+    def estimated_prompt_tokens(self) -> int:
+        """A provider-neutral estimate: about four characters per token (errs high)."""
+        return sum(len(content) for _, content in self.messages) // 4
+
     @cached_property
     def key(self) -> str:
         return content_key({"model": self.model, "api_base": self.api_base,
@@ -198,7 +203,7 @@ class ChatClient:
         return request.key in self.cache
 
     def _estimated_tokens(self, request: ChatRequest) -> float:
-        prompt = sum(len(content) for _, content in request.messages) / 4
+        prompt = request.estimated_prompt_tokens
         answered = self.stats.completion_tokens / max(1, self.stats.calls - self.stats.cache_hits)
         expected = answered if self.stats.completion_tokens else 512
         return prompt + min(expected, dict(request.params).get("max_tokens", expected))

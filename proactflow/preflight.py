@@ -62,11 +62,6 @@ def check_access(role: ModelRole, label: str) -> None:
                         f"(or --{'eval' if label.startswith('model') else 'judge'}-api-key-env)")
 
 
-def _request_tokens(request) -> int:
-    """A provider-neutral estimate: about four characters per token."""
-    return sum(len(content) for _, content in request.messages) // 4
-
-
 @dataclass
 class Plan:
     dialogues: int
@@ -130,7 +125,7 @@ def make_plan(settings: RunSettings, triggers: Artifact, calls: CallCache,
         if judged.key in calls:
             judge_cached += 1
         else:
-            judge_tokens += _request_tokens(judged)
+            judge_tokens += judged.estimated_prompt_tokens
 
     if responses is None:
         for trigger, sample_index, request in planned_requests(frame, settings.model_under_test,
@@ -138,11 +133,11 @@ def make_plan(settings: RunSettings, triggers: Artifact, calls: CallCache,
             generation_total += 1
             hit = calls.get(request.key)
             if hit is None:
-                generation_tokens += _request_tokens(request)
+                generation_tokens += request.estimated_prompt_tokens
                 judge_total += 1
-                judge_tokens += _request_tokens(judge_request(
+                judge_tokens += judge_request(
                     trigger, trigger["curation_response"] or "", settings.judge, prompt,
-                    settings.judge_response_format, sample_index))
+                    settings.judge_response_format, sample_index).estimated_prompt_tokens
                 continue
             generation_cached += 1
             count_judge(trigger, hit["content"], sample_index)

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from .cache.artifacts import ArtifactStore, write_atomic
+from .cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
 from .errors import UserError
 from .exports import results_rows, upstream_metrics
 from .schemas.corpus import PHASES
@@ -221,7 +221,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
                               samples=samples, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "leaderboard.csv", board.write_csv().encode())
-    board.write_parquet(out / "leaderboard.parquet")
+    write_parquet_atomic(out / "leaderboard.parquet", board)
     metrics_dir = out / "metrics"
     metrics_dir.mkdir(exist_ok=True)
     coverage = []

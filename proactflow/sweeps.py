@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import UserError
+from .report import safe_name
 from .settings import (CorpusSource, Generation, ModelRole, RunSettings, RuntimeOptions,
                        default_store, protocol_defaults)
 
@@ -86,15 +87,10 @@ class SweepConfig(BaseModel):
             model_under_test=model.role("model_under_test"), judge=judge.role("judge"),
             corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
             judge_prompt_file=self.judge_prompt, store=store, samples=self.samples,
-            out=str(out / f"{_safe(model.model)}__{_safe(judge.model)}") if out else None,
+            out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
+            else None,
             runtime=RuntimeOptions(concurrency=self.concurrency))
             for model in self.models for judge in self.judges]
-
-
-def _safe(text: str) -> str:
-    from .report import safe_name
-
-    return safe_name(text)
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
