@@ -134,7 +134,8 @@ def upstream_metrics(results: list[dict[str, Any]], scores: pl.DataFrame) -> dic
 
     not_evaluated = {
         row["phase"]: {k: row[k] for k in ("skipped", "unevaluable", "generation_errors",
-                                            "judge_errors")}
+                                            "judge_errors", "empty_responses",
+                                            "truncated_responses", "blocked_responses")}
         for row in scores.to_dicts()}
     return {"aggregate_trigger_stats": aggregate, "metrics": metrics,
             "token_usage": {"assistant": usage("assistant"), "judge": usage("judge")},

@@ -73,6 +73,14 @@ class ModelRole(BaseModel):
         default=None, description="Name of the environment variable holding the API key "
                                   "(default: the provider's usual variable).")
     generation: Generation = Field(description="Sampling settings.")
+    revision: str | None = Field(
+        default=None, description="A label of your own for what serves this model (a checkpoint, "
+                                  "a deployment date): change it and every cached answer of "
+                                  "the role is asked again. Enters every key.")
+    endpoint_fingerprint: str | None = Field(
+        default=None, description="sha256 of the endpoint's /models entry for this model, taken "
+                                  "at the start of a run (OpenAI-compatible endpoints only): a "
+                                  "redeployed model gets new keys.")
 
     @property
     def endpoint(self) -> str | None:
@@ -83,7 +91,13 @@ class ModelRole(BaseModel):
         generation = self.generation.model_dump(exclude={"system_prompt"})
         system_prompt = self.generation.system_prompt
         generation["system_prompt_sha256"] = text_sha256(system_prompt) if system_prompt else None
-        return {"model": self.model, "api_base": self.endpoint, "generation": generation}
+        material = {"model": self.model, "api_base": self.endpoint, "generation": generation}
+        # Added only when set, so keys of roles without them are unchanged.
+        if self.revision is not None:
+            material["revision"] = self.revision
+        if self.endpoint_fingerprint is not None:
+            material["endpoint_fingerprint"] = self.endpoint_fingerprint
+        return material
 
 
 class CorpusSource(BaseModel):

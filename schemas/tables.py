@@ -45,7 +45,14 @@ class TriggerRow(BaseModel):
     unevaluable_reason: str | None = Field(description="Why the trigger cannot be evaluated.")
 
 
-ResponseStatus = Literal["ok", "error", "unevaluable"]
+ResponseStatus = Literal["ok", "error", "unevaluable", "empty", "truncated", "blocked"]
+"""ok: an answer. error: the call failed after retries. unevaluable: no user message at the trigger
+turn. empty, truncated, blocked: the provider answered but not with an answer (no content; cut at
+max_tokens; stopped by a content filter or refused): such a reply is never judged."""
+
+NON_ANSWER_STATUSES: dict[str, str] = {
+    "empty": "empty_response", "truncated": "truncated_response", "blocked": "blocked_response"}
+"""Response status of a reply that is not an answer -> the judgment status it carries."""
 
 
 class ResponseRow(BaseModel):
@@ -57,7 +64,9 @@ class ResponseRow(BaseModel):
     sample_index: int = Field(description="Which sample of this trigger (0 unless sampling).")
     model: str = Field(description="Model under test.")
     status: ResponseStatus = Field(
-        description="ok; error (the call failed after retries); unevaluable (no user message).")
+        description="ok; error (the call failed after retries); unevaluable (no user message); "
+                    "empty (no content), truncated (finish_reason length), blocked "
+                    "(content filter or refusal): not answers, never judged.")
     message: str | None = Field(description="Error message or unevaluable reason.")
     response: str | None = Field(description="The regenerated assistant reply.")
     finish_reason: str | None = Field(description="Provider finish reason, e.g. stop, length.")
@@ -66,9 +75,16 @@ class ResponseRow(BaseModel):
     latency_s: float | None = Field(description="Wall time of the successful call, seconds.")
     attempts: int = Field(description="HTTP attempts the call took (0 when not called).")
     request_key: str | None = Field(description="Key of the call in the per-call cache.")
+    served_model: str | None = Field(
+        default=None, description="The model the provider says answered (its `model` field).")
+    system_fingerprint: str | None = Field(
+        default=None, description="The provider's system_fingerprint of the answering backend.")
+    litellm_version: str | None = Field(
+        default=None, description="litellm version that made the call (None when not called).")
 
 
-JudgmentStatus = Literal["scored", "skipped", "judge_error", "generation_error", "unevaluable"]
+JudgmentStatus = Literal["scored", "skipped", "judge_error", "generation_error", "unevaluable",
+                         "empty_response", "truncated_response", "blocked_response"]
 
 
 class JudgmentRow(BaseModel):
@@ -82,7 +98,8 @@ class JudgmentRow(BaseModel):
     judge: str = Field(description="Judge model.")
     status: JudgmentStatus = Field(
         description="scored; skipped (judge declined); judge_error; generation_error; "
-                    "unevaluable. Only scored rows count in rates.")
+                    "unevaluable; empty_response, truncated_response, blocked_response (the "
+                    "model's reply was not an answer). Only scored rows count in rates.")
     score: Score | None = Field(description="PASS, PARTIAL or FAIL when scored.")
     rationale: str | None = Field(description="The judge's rationale.")
     evidence: str | None = Field(description="The quote the judge gave as evidence.")
@@ -95,6 +112,12 @@ class JudgmentRow(BaseModel):
     attempts: int = Field(description="Judge calls made for this row, retries included.")
     judge_prompt_sha256: str = Field(description="sha256 of the judge system prompt used.")
     request_key: str | None = Field(description="Key of the judge call in the per-call cache.")
+    served_model: str | None = Field(
+        default=None, description="The judge model the provider says answered.")
+    system_fingerprint: str | None = Field(
+        default=None, description="The provider's system_fingerprint of the judge's backend.")
+    litellm_version: str | None = Field(
+        default=None, description="litellm version that made the judge call.")
 
 
 class PhaseScoreRow(BaseModel):
@@ -111,7 +134,9 @@ class PhaseScoreRow(BaseModel):
     pass_: int = Field(alias="pass", description="Triggers scored PASS.")
     partial: int = Field(description="Triggers scored PARTIAL.")
     fail: int = Field(description="Triggers scored FAIL.")
-    not_evaluated: int = Field(description="triggers - evaluated: the four columns below.")
+    not_evaluated: int = Field(
+        description="triggers - evaluated: skipped, unevaluable, generation_errors, judge_errors "
+                    "and the three *_responses columns.")
     skipped: int = Field(description="The judge answered SKIPPED.")
     unevaluable: int = Field(description="The trigger turn has no user message.")
     generation_errors: int = Field(description="The model under test's call failed.")
@@ -119,3 +144,8 @@ class PhaseScoreRow(BaseModel):
     pass_rate: float | None = Field(description="pass / evaluated (null when none evaluated).")
     partial_rate: float | None = Field(description="partial / evaluated.")
     weighted_score: float | None = Field(description="(pass + 0.5 partial) / evaluated.")
+    empty_responses: int = Field(default=0, description="The model's reply had no content.")
+    truncated_responses: int = Field(
+        default=0, description="The model's reply was cut at max_tokens (finish_reason length).")
+    blocked_responses: int = Field(
+        default=0, description="The model's reply was stopped by a content filter or refused.")

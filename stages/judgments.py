@@ -13,7 +13,7 @@ from ..llm import ChatClient, ChatRequest, run_pool
 from ..schemas.arrow import to_frame
 from ..schemas.corpus import Rubric
 from ..schemas.judge import EvaluationResult, JudgeReply
-from ..schemas.tables import JudgmentRow
+from ..schemas.tables import NON_ANSWER_STATUSES, JudgmentRow
 from ..settings import ModelRole
 from ..sources import JudgePrompt
 from ..streaming import RowStream
@@ -125,7 +125,8 @@ async def judge_responses(triggers: pl.DataFrame, responses: pl.DataFrame | RowS
 
     async def judge(response: dict[str, Any]) -> JudgmentRow:
         if response["status"] != "ok":
-            status = "unevaluable" if response["status"] == "unevaluable" else "generation_error"
+            status = {"unevaluable": "unevaluable", **NON_ANSWER_STATUSES}.get(
+                response["status"], "generation_error")
             return _row(response, role, prompt, status=status, message=response["message"])
         trigger = needed.row(position[(response["unique_id_eval"], response["turn"])],
                              named=True)

@@ -9,7 +9,7 @@ from ..schemas.corpus import PHASES
 from ..schemas.tables import PhaseScoreRow
 
 STAGE = "phase_scores"
-VERSION = 2
+VERSION = 3
 
 OVERALL = "OVERALL"
 
@@ -26,6 +26,9 @@ def _counts(grouped: pl.DataFrame | pl.LazyFrame, keys: list[str]) -> pl.LazyFra
             (status == "unevaluable").sum().alias("unevaluable"),
             (status == "generation_error").sum().alias("generation_errors"),
             (status == "judge_error").sum().alias("judge_errors"),
+            (status == "empty_response").sum().alias("empty_responses"),
+            (status == "truncated_response").sum().alias("truncated_responses"),
+            (status == "blocked_response").sum().alias("blocked_responses"),
         )
     )
 
