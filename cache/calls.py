@@ -5,8 +5,10 @@ stored; a failed call or a judge reply that did not validate is never written, s
 the next run. diskcache is SQLite underneath: safe for several processes sharing one store.
 
 Leases keep two runs on one store from paying twice for the same call: a process claims a request
-before calling, and another process that needs the same request waits for the result instead. A
-lease expires on its own, and a lease whose holder died on this host is taken over at once.
+before calling, looks in the cache once more (the previous holder may have just finished), and
+only then calls; another process that needs the same request waits for the result instead. The
+holder renews its lease while it works; a lease whose holder died on this host is taken over at
+once, one of a holder on another host expires within its time to live.
 """
 
 from __future__ import annotations
@@ -43,8 +45,17 @@ class CallCache:
     def __contains__(self, request_key: str) -> bool:
         return request_key in self._results
 
-    def put(self, request_key: str, record: dict[str, Any]) -> None:
-        self._results.set(request_key, record)
+    def put(self, request_key: str, record: dict[str, Any], *, replace: bool = False
+            ) -> dict[str, Any]:
+        """Store the record of a finished call and return the record now stored: the first
+        writer wins (two runs that both paid keep one answer, and both use it), unless `replace`
+        (an explicit refresh)."""
+        if replace:
+            self._results.set(request_key, record)
+            return record
+        if self._results.add(request_key, record):
+            return record
+        return self._results.get(request_key, record)
 
     def claim(self, request_key: str, ttl: float) -> bool:
         """Take the lease on a request; False while another live holder has it."""

@@ -9,7 +9,6 @@ across runs); the stages own their content-addressed Parquet artifacts instead.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 import uuid
@@ -27,7 +26,8 @@ from proactflow.exports import write_outputs
 from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_judgments,
                                  materialize_phase_scores, materialize_responses,
                                  materialize_triggers, open_call_cache, open_store,
-                                 responses_ready, stored_responses)
+                                 responses_ready, stored_responses, with_endpoint_fingerprints)
+from proactflow.pools import run_together
 from proactflow.records import run_provenance, usage_and_cost, write_run_record
 from proactflow.settings import RunSettings
 from proactflow.sources import locate_corpus
@@ -69,8 +69,9 @@ async def judgments_task(settings: RunSettings, triggers: Artifact,
 
 
 @task(name="phase_scores", **_TASK_OPTIONS)
-def phase_scores_task(settings: RunSettings, judgments: Artifact) -> tuple[Artifact, StageReport]:
-    return materialize_phase_scores(open_store(settings), judgments)
+def phase_scores_task(settings: RunSettings, judgments: Artifact, recompute: bool = False
+                      ) -> tuple[Artifact, StageReport]:
+    return materialize_phase_scores(open_store(settings), judgments, recompute=recompute)
 
 
 def _slug(text: str) -> str:
@@ -91,6 +92,8 @@ async def _run(settings: RunSettings, *, regenerate: bool,
     logger = get_run_logger()
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
+    settings = with_endpoint_fingerprints(
+        settings, ("model_under_test", "judge") if regenerate else ("judge",))
     store = open_store(settings)
     if stored is None:
         triggers, triggers_report, revision = triggers_task(settings)
@@ -107,8 +110,8 @@ async def _run(settings: RunSettings, *, regenerate: bool,
         # Judging starts with the first response: both stages run at once, joined by a stream.
         stream = RowStream()
         (responses, responses_report), (judgments, judgments_report, prompt_sha) = \
-            await asyncio.gather(responses_task(settings, triggers, stream),
-                                 judgments_task(settings, triggers, stream))
+            await run_together(responses_task(settings, triggers, stream),
+                               judgments_task(settings, triggers, stream))
         reports.append(responses_report)
     else:
         responses = ready
@@ -117,7 +120,8 @@ async def _run(settings: RunSettings, *, regenerate: bool,
             reports.append(responses_report)
         judgments, judgments_report, prompt_sha = await judgments_task(settings, triggers,
                                                                        responses)
-    scores, scores_report = phase_scores_task(settings, judgments)
+    scores, scores_report = phase_scores_task(settings, judgments,
+                                              recompute=not judgments_report.reused)
     reports += [judgments_report, scores_report]
 
     score_frame = scores.frame()
@@ -129,7 +133,7 @@ async def _run(settings: RunSettings, *, regenerate: bool,
         table=score_frame.to_dicts(),
         description=f"ProactBench phase scores of **{model}** judged by **{judge}**"
                     + ("" if complete else " (incomplete: some calls failed; re-run to retry)"))
-    usage = usage_and_cost(settings, response_frame, judgment_frame)
+    usage = usage_and_cost(settings, response_frame, judgment_frame, reports)
     provenance = run_provenance(settings, prompt_sha, revision, reports)
     outputs: dict[str, str] = {}
     if settings.out:

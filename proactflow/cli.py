@@ -19,6 +19,7 @@ from .errors import UserError
 from .settings import (DEFAULT_STORE_ENV, PAPER_JUDGE, CorpusSource, Generation, ModelRole,
                        RunSettings, RuntimeOptions, default_store, protocol_defaults)
 
+EXIT_LOW_COVERAGE = 1
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -44,6 +45,37 @@ def _optional_float(text: str) -> float | None:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.95 or 95%, "
+                                         f"got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {text!r}")
+    return value
 
 
 def _optional_str(text: str) -> str | None:
@@ -111,14 +143,25 @@ def _add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
                        default=argparse.SUPPRESS,
                        help="reasoning effort for reasoning models, or 'none' (default: %s)"
                             % ("none" if prefix == "eval" else "medium for reasoning models"))
+    group.add_argument(f"--{prefix}-revision", metavar="LABEL",
+                       help="a label of your own for what serves this model (checkpoint, "
+                            "deployment date): a new label asks every call again instead of "
+                            "reusing cached answers")
     if prefix == "eval":
         group.add_argument("--eval-system-prompt", metavar="TEXT_OR_@FILE",
                            help="system prompt for the model under test (default: none, as in "
                                 "the protocol); @path reads it from a file")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line: the usage text of a long command would bury the mistake."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="proactflow",
         description="Measure how proactive an LLM is on ProactBench: regenerate the assistant "
                     "reply at each of the corpus's trigger points, have a judge score it against "
@@ -175,18 +218,32 @@ def build_parser() -> argparse.ArgumentParser:
         run = sub.add_argument_group("execution")
         run.add_argument("--concurrency", type=_positive_int, default=16, metavar="N",
                          help="calls in flight per role (default: 16)")
-        run.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                         help="per-call timeout (default: 600)")
+        run.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+                         help="per-call timeout; a call that times out is not retried, the "
+                              "provider may have billed it (default: 60 s + 40 ms per max "
+                              "token: 388 s at 8192)")
         run.add_argument("--max-attempts", type=_positive_int, default=6, metavar="N",
                          help="tries per call on 429/5xx/timeouts, with exponential backoff "
                               "(default: 6)")
-        run.add_argument("--retry-delay", type=float, default=1.0, metavar="SECONDS",
+        run.add_argument("--retry-delay", type=_non_negative_float, default=1.0,
+                         metavar="SECONDS",
                          help="first backoff delay, doubled on each retry up to 60 s, with "
                               "jitter; a Retry-After header wins when longer (default: 1)")
-        run.add_argument("--rpm", type=float, metavar="N",
+        run.add_argument("--down-after", type=_positive_float, default=60.0, metavar="SECONDS",
+                         help="declare the endpoint down and stop after this long without a "
+                              "successful call while calls keep failing; 429s (rate limiting) "
+                              "never count (default: 60)")
+        run.add_argument("--refresh", choices=("responses", "judgments", "all"),
+                         help="ask again instead of reusing cached answers of that stage (a "
+                              "model or judge that changed behind the same name)")
+        run.add_argument("--min-coverage", type=_fraction, metavar="FRACTION",
+                         help="exit with status 1 when fewer than this share of the triggers "
+                              "is scored (e.g. 0.95); default: when any trigger was lost to a "
+                              "failed call")
+        run.add_argument("--rpm", type=_positive_float, metavar="N",
                          help="at most N requests per minute per role, shared by every run "
                               "using the same store (default: no limit)")
-        run.add_argument("--tpm", type=float, metavar="N",
+        run.add_argument("--tpm", type=_positive_float, metavar="N",
                          help="at most N tokens (prompt + completion) per minute per role, "
                               "shared likewise; paced on estimates, corrected by actual usage")
         run.add_argument("--dry-run", action="store_true",
@@ -277,7 +334,8 @@ def _role(args: argparse.Namespace, prefix: str) -> ModelRole:
         overrides["system_prompt"] = system_prompt
     generation = Generation(**{**values.model_dump(), **overrides})
     return ModelRole(model=model, api_base=getattr(args, f"{prefix}_api_base"),
-                     api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation)
+                     api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation,
+                     revision=getattr(args, f"{prefix}_revision", None))
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
@@ -294,7 +352,10 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         runtime=RuntimeOptions(concurrency=args.concurrency, timeout_s=args.timeout,
                                max_attempts=args.max_attempts,
                                retry_base_delay_s=args.retry_delay, rpm=args.rpm,
-                               tpm=args.tpm, judge_parse_attempts=args.judge_attempts),
+                               tpm=args.tpm, judge_parse_attempts=args.judge_attempts,
+                               down_after_s=args.down_after),
+        refresh=args.refresh,
+        min_coverage=args.min_coverage,
     )
 
 
@@ -353,7 +414,7 @@ def _preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
     starts (the flow reloads what it needs from the store).
     """
     from .pipeline import (load_judge_prompt, materialize_triggers, open_call_cache,
-                           open_store, stored_responses)
+                           open_store, stored_responses, with_endpoint_fingerprints)
     from .preflight import check_access, make_plan, stage_states
     from .sources import locate_corpus
 
@@ -366,6 +427,9 @@ def _preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
         check_access(settings.model_under_test, "model under test")
     if args.command != "status":
         check_access(settings.judge, "judge")
+    # The plan's cached counts use the keys the run will use, fingerprints included.
+    settings = with_endpoint_fingerprints(
+        settings, ("judge",) if args.command == "rejudge" else ("model_under_test", "judge"))
     calls = open_call_cache(store)
     try:
         responses = None if regenerate else stored_responses(settings, store, triggers).frame()
@@ -374,6 +438,10 @@ def _preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
         calls.close()
     for line in plan.lines(settings, corpus.revision, regenerate):
         print(line, flush=True)
+    if settings.refresh:
+        print(f"refresh     {settings.refresh}: cached answers of "
+              f"{'both stages' if settings.refresh == 'all' else 'the ' + settings.refresh}"
+              " are asked again", flush=True)
     if args.command == "status":
         for line in stage_states(settings, store, triggers, prompt):
             print(line)
@@ -410,6 +478,8 @@ def _run_command(args: argparse.Namespace) -> int:
     if judges:
         return _rejudge_many(args, judges)
     settings = settings_from_args(args)
+    if args.command != "status" and not args.dry_run:
+        _check_prefect_server()
     starting = None if args.command == "status" or args.dry_run \
         else _start_temporary_prefect_server()
     if not _preflight(args, settings):
@@ -422,15 +492,57 @@ def _run_command(args: argparse.Namespace) -> int:
         starting.join()  # the flow's client must find the server up, not half started
     result = _run_flow(args.command, settings)
     _print_scores(result["scores"], result["complete"])
-    for role, used in result["usage"].items():
-        cost = used["estimated_cost_usd"]
-        print(f"{role.replace('_', ' ')} {used['model']}: {used['prompt_tokens']} prompt + "
-              f"{used['completion_tokens']} completion tokens, estimated cost "
-              + (f"${cost:.4f}" if cost != "unknown" else "unknown (not in litellm's price map)"))
+    _print_usage(result["usage"])
     for path in result["outputs"].values():
         print(f"wrote {path}")
     print(f"run record: {result['record']}")
-    return 0
+    return _coverage_status(result["scores"], settings.min_coverage)
+
+
+def _dollars(cost: float | str) -> str:
+    return f"${cost:.4f}" if cost != "unknown" else "unknown (not in litellm's price map)"
+
+
+def _print_usage(usage: dict[str, Any]) -> None:
+    for role, used in usage.items():
+        print(f"{role.replace('_', ' ')} {used['model']}: paid this run "
+              f"{used['paid_prompt_tokens']} prompt + {used['paid_completion_tokens']} "
+              f"completion tokens, {_dollars(used['paid_cost_usd'])}; results worth "
+              f"{used['prompt_tokens']} + {used['completion_tokens']} tokens, "
+              f"{_dollars(used['estimated_cost_usd'])}")
+
+
+def _coverage_status(scores: list[dict[str, Any]], min_coverage: float | None) -> int:
+    """1 when too few triggers were scored, so that cron and CI see a bad night; else 0."""
+    from .pipeline import coverage_problem
+
+    problem = coverage_problem(scores, min_coverage)
+    if problem is None:
+        return 0
+    print(f"proactflow: {problem}", file=sys.stderr)
+    return EXIT_LOW_COVERAGE
+
+
+def _check_prefect_server() -> None:
+    """A Prefect server named by PREFECT_API_URL must answer before any work starts."""
+    import urllib.error
+    import urllib.request
+
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5):
+            pass
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"the Prefect server at {url} (PREFECT_API_URL) does not answer "
+                        f"({reason}): start it with 'prefect server start', or unset "
+                        "PREFECT_API_URL to use a temporary one") from None
 
 
 def _run_flow(command: str, settings: RunSettings) -> dict[str, Any]:

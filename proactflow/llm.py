@@ -1,206 +1,229 @@
-"""The edge to LLM providers: litellm calls with one retry policy, a rate limit, a circuit
-breaker and the per-call cache.
+"""The edge to LLM providers: litellm calls through the per-call cache, with one retry policy,
+shared rate limits, an adaptive limit on calls in flight and a circuit breaker.
 
 Retries live here and nowhere else: litellm and the OpenAI client are told not to retry
-(`max_retries=0`), and this module retries only what can succeed on a second try (429, 5xx,
-timeouts, connection errors), with exponential backoff, full jitter and `Retry-After`. A 401/403
-or an unknown model stops the run at once; any other 4xx fails that one call.
+(`max_retries=0`). A 429 is waited out (Retry-After, backoff, fewer calls in flight) and never
+counts towards declaring the endpoint down; 5xx and connection errors are retried with
+exponential backoff and full jitter; a timeout is not retried (the provider may have finished
+and billed the call); a 401/403, an unknown model or an exhausted quota stops the run at once;
+any other 4xx fails that one call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import contextlib
 import random
-import re
 import time
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
-
-from .cache.calls import CallCache
-from .cache.keys import content_key
-from .errors import EndpointDown, ProviderRejected
-from .ratelimit import SharedPacer
-from .settings import ModelRole, RuntimeOptions
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import litellm
+
+from .cache.calls import CallCache
+from .chat import (ChatOutcome, ChatRequest, OutcomeStatus, api_key_for,  # noqa: F401
+                   reply_status)
+from .errors import EndpointDown, ProviderRejected
+from .pools import run_bounded, run_pool  # noqa: F401  (re-exported)
+from .provider_errors import AttemptFailed, classify
+from .ratelimit import AdaptiveLimit, SharedPacer
+from .settings import ModelRole, RuntimeOptions
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
 
 T = TypeVar("T")
-
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
-
-
-def secret_values() -> list[str]:
-    """Values of environment variables that look like credentials."""
-    return [value for name, value in os.environ.items()
-            if _SECRET_NAME.search(name) and len(value) >= 8]
-
-
-def redact(text: str) -> str:
-    """Remove every credential value from a message before it is logged or stored."""
-    for value in secret_values():
-        text = text.replace(value, "***")
-    return text
-
-
-def api_key_for(role: ModelRole) -> str | None:
-    """The key for a role, read from the environment at call time and never stored."""
-    if role.api_key_env:
-        return os.environ.get(role.api_key_env)
-    if role.api_base and role.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-        # Local OpenAI-compatible servers (vLLM, Ollama) need no key, but the client insists on one.
-        return "no-key-needed"
-    return None
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """One call exactly as sent: its key identifies it in the per-call cache."""
-
-    model: str
-    api_base: str | None
-    messages: tuple[tuple[str, str], ...]
-    params: tuple[tuple[str, Any], ...]
-    sample_index: int = 0
-
-    @classmethod
-    def build(cls, role: ModelRole, messages: Iterable[tuple[str, str]], *, sample_index: int = 0,
-              extra: dict[str, Any] | None = None) -> "ChatRequest":
-        gen = role.generation
-        params: dict[str, Any] = {"max_tokens": gen.max_tokens}
-        if gen.temperature is not None:
-            params["temperature"] = gen.temperature
-        if gen.top_p is not None:
-            params["top_p"] = gen.top_p
-        if gen.reasoning_effort is not None:
-            params["reasoning_effort"] = gen.reasoning_effort
-        params.update(extra or {})
-        return cls(role.model, role.endpoint, tuple(messages), tuple(sorted(params.items())),
-                   sample_index)
-
-    @property
-    def estimated_prompt_tokens(self) -> int:
-        """A provider-neutral estimate: about four characters per token (errs high)."""
-        return sum(len(content) for _, content in self.messages) // 4
-
-    @cached_property
-    def key(self) -> str:
-        return content_key({"model": self.model, "api_base": self.api_base,
-                            "messages": [list(m) for m in self.messages],
-                            "params": dict(self.params), "sample_index": self.sample_index})
-
-
-@dataclass
-class ChatOutcome:
-    """The result of one logical call: success (content) or failure (error), never both."""
-
-    request_key: str
-    content: str | None = None
-    finish_reason: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_s: float | None = None
-    attempts: int = 0
-    from_cache: bool = False
-    error: str | None = None
-    parsed: Any = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
+LITELLM_VERSION = metadata.version("litellm")
 
 
 @dataclass
 class CallStats:
-    """Counters of one client, for the run record and the closing summary."""
+    """Counters of one client, for the run record and the closing summary. `paid_*` count the
+    tokens of every reply a provider sent in this run (judge replies asked again included);
+    answers from the cache cost nothing."""
 
     calls: int = 0
     http_attempts: int = 0
     cache_hits: int = 0
     failures: int = 0
+    not_answers: int = 0
     invalid_replies: int = 0
+    rate_limited: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    paid_prompt_tokens: int = 0
+    paid_completion_tokens: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
 
-class _AttemptFailed(Exception):
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None):
-        super().__init__(message)
-        self.retryable = retryable
-        self.retry_after = retry_after
+@dataclass
+class _Breaker:
+    """The endpoint is down after `down_after_s` without a success while attempts kept failing
+    for reasons other than rate limiting (at least `min_failures` of them)."""
 
+    down_after_s: float
+    min_failures: int
+    failures: int = 0
+    since: float = field(default_factory=time.monotonic)
 
-def _retry_after(exc: BaseException) -> float | None:
-    headers = getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
-    if not headers:
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+    def success(self) -> None:
+        self.failures = 0
 
-
-def _describe(exc: BaseException, status: int | None) -> str:
-    """A short message: litellm nests provider names and class names several times over."""
-    text = (str(exc).strip().splitlines() or [""])[0]
-    text = text.rsplit("Exception - ", 1)[-1]
-    text = re.sub(r"^(litellm\.)?\w+(Error|Timeout): ", "", text)
-    kind = type(exc).__name__
-    return (f"HTTP {status} {kind}: {text}" if status else f"{kind}: {text}")[:300]
-
-
-def _classify(exc: BaseException, role: ModelRole) -> _AttemptFailed:
-    """Map a provider exception to retryable / fatal-for-call / fatal-for-run."""
-    status = getattr(exc, "status_code", None)
-    message = redact(_describe(exc, status))
-    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) \
-            or status in (401, 403):
-        raise ProviderRejected(f"{role.model}: the provider rejected the credentials ({message})")
-    if isinstance(exc, litellm.NotFoundError) or status == 404:
-        raise ProviderRejected(f"{role.model}: model or endpoint not found ({message})")
-    retryable_types = (litellm.RateLimitError, litellm.InternalServerError,
-                       litellm.ServiceUnavailableError, litellm.Timeout,
-                       litellm.APIConnectionError, litellm.BadGatewayError,
-                       asyncio.TimeoutError, ConnectionError)
-    retryable = isinstance(exc, retryable_types) or (status is not None and status >= 500) \
-        or status in (408, 409, 429)
-    if isinstance(exc, (litellm.BadRequestError, litellm.UnprocessableEntityError)) \
-            and status is not None and status < 500:
-        retryable = False
-    return _AttemptFailed(message, retryable=retryable, retry_after=_retry_after(exc))
+    def failure(self) -> bool:
+        """Count a failure; True when the endpoint is now to be declared down."""
+        if self.failures == 0:
+            self.since = time.monotonic()
+        self.failures += 1
+        return self.failures >= self.min_failures \
+            and time.monotonic() - self.since >= self.down_after_s
 
 
 class ChatClient:
-    """Makes the calls of one role, through the per-call cache, with retries and a breaker."""
+    """Makes the calls of one role through the per-call cache."""
 
     def __init__(self, role: ModelRole, cache: CallCache, runtime: RuntimeOptions,
                  completion: Callable[..., Awaitable[Any]] | None = None,
                  request_pacer: SharedPacer | None = None,
-                 token_pacer: SharedPacer | None = None):
+                 token_pacer: SharedPacer | None = None, *, refresh: bool = False,
+                 in_flight: AdaptiveLimit | None = None):
         self.role = role
         self.cache = cache
         self.runtime = runtime
+        self.refresh = refresh
         self.stats = CallStats()
+        self.in_flight = in_flight or AdaptiveLimit(runtime.concurrency)
         self._completion = completion or litellm.acompletion
         self._request_pacer = request_pacer
         self._token_pacer = token_pacer
-        self._consecutive_failures = 0
+        self._breaker = _Breaker(runtime.down_after_s, runtime.max_consecutive_failures)
         self._down: EndpointDown | None = None
-        self._lease_ttl = runtime.timeout_s + 60
+        self._timeout = runtime.call_timeout(role.generation.max_tokens)
+        self._replace: set[str] = set()
 
     def cached(self, request: ChatRequest) -> bool:
         return request.key in self.cache
+
+    # The cache and the lease.
+
+    def _from_cache(self, request: ChatRequest, accept: Callable[[str], T] | None
+                    ) -> ChatOutcome | None:
+        if self.refresh:
+            return None
+        record = self.cache.get(request.key)
+        if record is None:
+            return None
+        outcome = ChatOutcome.from_record(request.key, record)
+        if accept is not None:
+            try:
+                if not outcome.ok:
+                    raise ValueError(outcome.error)
+                outcome.parsed = accept(outcome.content or "")
+            except ValueError:
+                self._replace.add(request.key)  # cached before a stricter parser: ask again
+                return None
+        self.stats.cache_hits += 1
+        return outcome
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, key: str) -> AsyncIterator[None]:
+        """Hold the claim on a call, renewed for as long as it is held (retries, judge replies
+        asked again, pacer waits), released on every way out."""
+        ttl = self.runtime.lease_ttl_s
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(ttl / 3)
+                self.cache.renew(key, ttl)
+
+        renewing = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            self.cache.release(key)
+
+    async def call(self, request: ChatRequest,
+                   accept: Callable[[str], T] | None = None) -> ChatOutcome:
+        """Answer `request` from the cache or the provider.
+
+        `accept` parses a reply and raises ValueError when it is unusable: the call is then made
+        again (up to `judge_parse_attempts` times) and an unusable reply is never cached. Two
+        clients needing the same request (two runs on one store) make it once: the first claims
+        it, looks in the cache again, calls; the other waits and uses the stored result.
+        """
+        self.stats.calls += 1
+        if (hit := self._from_cache(request, accept)) is not None:
+            return hit
+        while not self.cache.claim(request.key, self.runtime.lease_ttl_s):
+            await asyncio.sleep(0.2)
+            if (hit := self._from_cache(request, accept)) is not None:
+                return hit
+        async with self._lease(request.key):
+            if (hit := self._from_cache(request, accept)) is not None:
+                return hit  # finished by the previous holder between our look and our claim
+            return await self._call_uncached(request, accept)
+
+    def _store(self, request: ChatRequest, outcome: ChatOutcome,
+               accept: Callable[[str], T] | None) -> ChatOutcome:
+        """Cache a finished call; when another run stored this request first, use its record
+        (first writer wins), so every stage pairs the same answer with the same verdict."""
+        replace = self.refresh or request.key in self._replace
+        stored = self.cache.put(request.key, outcome.record(), replace=replace)
+        if stored == outcome.record():
+            return outcome
+        winner = ChatOutcome.from_record(request.key, stored)
+        try:
+            winner.parsed = accept(winner.content or "") if accept is not None else None
+        except ValueError:
+            return outcome
+        return winner
+
+    async def _call_uncached(self, request: ChatRequest,
+                             accept: Callable[[str], T] | None) -> ChatOutcome:
+        tries = self.runtime.judge_parse_attempts if accept is not None else 1
+        attempts, last_error = 0, "no reply"
+        for _ in range(tries):
+            outcome = await self._call_once(request)
+            attempts += outcome.attempts
+            outcome.attempts = attempts
+            if outcome.status == "error":
+                self.stats.failures += 1
+                return outcome
+            if accept is None:  # the model under test: a non-answer is its answer, cached
+                self.stats.not_answers += not outcome.ok
+                self._count_kept(outcome)
+                return self._store(request, outcome, accept)
+            if outcome.status in ("truncated", "blocked"):
+                # Asking again would be cut or blocked the same way: a judge error, not cached.
+                self.stats.not_answers += 1
+                return outcome
+            try:
+                if not outcome.ok:
+                    raise ValueError(outcome.error)
+                outcome.parsed = accept(outcome.content or "")
+            except ValueError as exc:
+                self.stats.invalid_replies += 1
+                last_error = f"invalid judge reply: {str(exc).splitlines()[0][:300]}"
+                continue
+            self._count_kept(outcome)
+            return self._store(request, outcome, accept)
+        self.stats.failures += 1
+        return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error)
+
+    def _count_kept(self, outcome: ChatOutcome) -> None:
+        self.stats.prompt_tokens += outcome.prompt_tokens or 0
+        self.stats.completion_tokens += outcome.completion_tokens or 0
+
+    # HTTP attempts.
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        ceiling = min(self.runtime.retry_max_delay_s,
+                      self.runtime.retry_base_delay_s * (2 ** (attempt - 1)))
+        delay = random.uniform(0, ceiling)
+        return max(delay, retry_after) if retry_after is not None else delay
 
     def _estimated_tokens(self, request: ChatRequest) -> float:
         prompt = request.estimated_prompt_tokens
@@ -216,8 +239,8 @@ class ChatClient:
             estimate = self._estimated_tokens(request)
             await self._token_pacer.acquire(estimate)
         kwargs: dict[str, Any] = dict(request.params)
-        if request.api_base:
-            kwargs["api_base"] = request.api_base
+        if self.role.api_base:
+            kwargs["api_base"] = self.role.api_base
         key = api_key_for(self.role)
         if key:
             kwargs["api_key"] = key
@@ -226,122 +249,85 @@ class ChatClient:
         response = await self._completion(
             model=request.model,
             messages=[{"role": role, "content": content} for role, content in request.messages],
-            timeout=self.runtime.timeout_s,
-            max_retries=0,
-            **kwargs,
-        )
+            timeout=self._timeout, max_retries=0, **kwargs)
+        usage = getattr(response, "usage", None)
+        self.stats.paid_prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
+        self.stats.paid_completion_tokens += getattr(usage, "completion_tokens", None) or 0
         if self._token_pacer is not None:
-            usage = getattr(response, "usage", None)
-            used = getattr(usage, "total_tokens", None) or 0
-            self._token_pacer.settle(used - estimate)
+            self._token_pacer.settle((getattr(usage, "total_tokens", None) or 0) - estimate)
         return response, time.monotonic() - started
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        ceiling = min(self.runtime.retry_max_delay_s,
-                      self.runtime.retry_base_delay_s * (2 ** (attempt - 1)))
-        delay = random.uniform(0, ceiling)
-        return max(delay, retry_after) if retry_after is not None else delay
-
-    def _note_failure(self, message: str) -> None:
-        self._consecutive_failures += 1
-        if self._down is None and \
-                self._consecutive_failures >= self.runtime.max_consecutive_failures:
-            self._down = EndpointDown(
-                f"{self.role.model}{' at ' + self.role.endpoint if self.role.endpoint else ''}: "
-                f"{self._consecutive_failures} failed attempts in a row, none succeeded "
-                f"(last: {message}); stopping. Finished calls are cached: re-run to continue.")
+    def _declare_down(self, message: str) -> EndpointDown:
+        where = f" at {self.role.endpoint}" if self.role.endpoint else ""
+        self._down = EndpointDown(
+            f"{self.role.model}{where}: no call succeeded for "
+            f"{self.runtime.down_after_s:g} s, {self._breaker.failures} failed attempts in a row "
+            f"(last: {message}); stopping. Finished calls are cached: re-run to continue.")
+        return self._down
 
     async def _call_once(self, request: ChatRequest) -> ChatOutcome:
         """One logical call with HTTP retries; no parsing."""
-        attempt = 0
+        attempt = failures = rate_limited = 0
         while True:
             if self._down is not None:
                 raise self._down
             attempt += 1
-            if attempt > 1:  # the claim itself set the first lease period
-                self.cache.renew(request.key, self._lease_ttl)
+            started = await self.in_flight.acquire()
+            failure: AttemptFailed | None = None
             try:
                 response, latency = await self._attempt(request)
             except (ProviderRejected, asyncio.CancelledError):
+                self.in_flight.release(started)
                 raise
-            except Exception as exc:  # provider errors arrive as many types; _classify sorts them
-                failure = _classify(exc, self.role)
-                self._note_failure(str(failure))
-                if not failure.retryable or attempt >= self.runtime.max_attempts:
-                    return ChatOutcome(request.key, attempts=attempt, error=str(failure))
-                await asyncio.sleep(self._backoff(attempt, failure.retry_after))
+            except Exception as exc:  # provider errors arrive as many types; classify sorts them
+                try:
+                    failure = classify(exc, self.role.model, request.api_base)
+                finally:
+                    self.in_flight.release(started, rate_limited=failure is not None
+                                           and failure.rate_limited)
+            else:
+                self.in_flight.release(started)
+            if failure is None:
+                self._breaker.success()
+                return self._outcome(request, response, latency, attempt)
+            if failure.rate_limited:
+                self.stats.rate_limited += 1
+                rate_limited += 1
+                if failure.retry_after and self._request_pacer is not None:
+                    self._request_pacer.defer(failure.retry_after)
+                if rate_limited >= self.runtime.rate_limited_attempts:
+                    return ChatOutcome(request.key, status="error", attempts=attempt,
+                                       error=f"still rate limited after {rate_limited} tries: "
+                                             f"{failure}")
+                await asyncio.sleep(self._backoff(rate_limited, failure.retry_after))
                 continue
-            self._consecutive_failures = 0
-            choice = response.choices[0]
-            usage = getattr(response, "usage", None)
-            return ChatOutcome(
-                request.key,
-                content=choice.message.content or "",
-                finish_reason=choice.finish_reason,
-                prompt_tokens=getattr(usage, "prompt_tokens", None),
-                completion_tokens=getattr(usage, "completion_tokens", None),
-                latency_s=round(latency, 4),
-                attempts=attempt,
-            )
+            if self._breaker.failure():
+                raise self._declare_down(str(failure))
+            failures += 1
+            if not failure.retryable or failures >= self.runtime.max_attempts:
+                note = f" after {self._timeout:g} s, not retried: the provider may have " \
+                       "billed it; a re-run asks again" if failure.timed_out else ""
+                return ChatOutcome(request.key, status="error", attempts=attempt,
+                                   error=f"{failure}{note}")
+            await asyncio.sleep(self._backoff(failures, failure.retry_after))
 
-    async def call(self, request: ChatRequest,
-                   accept: Callable[[str], T] | None = None) -> ChatOutcome:
-        """Answer `request` from the cache or the provider.
-
-        `accept` parses a reply and raises ValueError when it is unusable: the call is then made
-        again (up to `judge_parse_attempts` times) and an unusable reply is never cached.
-        """
-        self.stats.calls += 1
-        while True:
-            hit = self.cache.get(request.key)
-            if hit is not None:
-                outcome = ChatOutcome(request.key, from_cache=True, **hit)
-                try:
-                    if accept is not None:
-                        outcome.parsed = accept(outcome.content or "")
-                except ValueError:
-                    pass  # cached before a stricter parser: ask again
-                else:
-                    self.stats.cache_hits += 1
-                    return outcome
-            if self.cache.claim(request.key, self._lease_ttl):
-                break
-            # Another run (or another trigger with the same request) is making this call.
-            await asyncio.sleep(0.2)
-        try:
-            return await self._call_uncached(request, accept)
-        finally:
-            self.cache.release(request.key)
-
-    async def _call_uncached(self, request: ChatRequest,
-                             accept: Callable[[str], T] | None) -> ChatOutcome:
-        tries = self.runtime.judge_parse_attempts if accept is not None else 1
-        attempts = 0
-        for _ in range(tries):
-            outcome = await self._call_once(request)
-            attempts += outcome.attempts
-            outcome.attempts = attempts
-            if not outcome.ok:
-                self.stats.failures += 1
-                return outcome
-            self.stats.prompt_tokens += outcome.prompt_tokens or 0
-            self.stats.completion_tokens += outcome.completion_tokens or 0
-            if accept is not None:
-                try:
-                    outcome.parsed = accept(outcome.content or "")
-                except ValueError as exc:
-                    self.stats.invalid_replies += 1
-                    last_error = f"invalid judge reply: {str(exc).splitlines()[0][:300]}"
-                    continue
-            self.cache.put(request.key, {
-                "content": outcome.content, "finish_reason": outcome.finish_reason,
-                "prompt_tokens": outcome.prompt_tokens,
-                "completion_tokens": outcome.completion_tokens,
-                "latency_s": outcome.latency_s, "attempts": outcome.attempts,
-            })
-            return outcome
-        self.stats.failures += 1
-        return ChatOutcome(request.key, attempts=attempts, error=last_error)
+    @staticmethod
+    def _outcome(request: ChatRequest, response: Any, latency: float,
+                 attempt: int) -> ChatOutcome:
+        choice = response.choices[0]
+        message = choice.message
+        usage = getattr(response, "usage", None)
+        status, why = reply_status(message.content, choice.finish_reason,
+                                   getattr(message, "refusal", None))
+        return ChatOutcome(
+            request.key, status=status, content=message.content, error=why,
+            finish_reason=choice.finish_reason,
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            latency_s=round(latency, 4), attempts=attempt,
+            served_model=getattr(response, "model", None),
+            system_fingerprint=getattr(response, "system_fingerprint", None),
+            litellm_version=LITELLM_VERSION)
 
 
 def estimated_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
@@ -353,43 +339,3 @@ def estimated_cost(model: str, prompt_tokens: int, completion_tokens: int) -> fl
     except Exception:  # litellm raises several types for models it has no price for
         return None
     return prompt_cost + completion_cost
-
-
-async def run_pool(take: Callable[[], Awaitable[Any]], worker: Callable[[Any], Awaitable[T]],
-                   concurrency: int, on_result: Callable[[T], None] | None = None) -> list[T]:
-    """Apply `worker` to items from `take()` (None ends) with `concurrency` workers.
-
-    A fixed pool of worker tasks pulls items, so 624 triggers never become 624 pending tasks.
-    Results come in completion order. If a worker raises, the others are cancelled and the error
-    propagates.
-    """
-    results: list[T] = []
-
-    async def drain() -> None:
-        while (item := await take()) is not None:
-            result = await worker(item)
-            results.append(result)
-            if on_result is not None:
-                on_result(result)
-
-    workers = [asyncio.create_task(drain()) for _ in range(max(1, concurrency))]
-    try:
-        await asyncio.gather(*workers)
-    except BaseException:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        raise
-    return results
-
-
-async def run_bounded(items: Sequence[Any], worker: Callable[[Any], Awaitable[T]],
-                      concurrency: int,
-                      on_result: Callable[[T], None] | None = None) -> list[T]:
-    """`run_pool` over a list, with no more workers than items."""
-    pending = iter(items)
-
-    async def take() -> Any:
-        return next(pending, None)
-
-    return await run_pool(take, worker, min(concurrency, max(1, len(items))), on_result)

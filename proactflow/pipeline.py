@@ -18,7 +18,8 @@ import polars as pl
 from .cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
 from .cache.calls import CallCache
 from .errors import UserError
-from .llm import ChatClient
+from .endpoints import endpoint_fingerprint
+from .llm import ChatClient, api_key_for
 from .ratelimit import SharedPacer
 from .schemas.arrow import conform
 from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
@@ -42,6 +43,21 @@ class StageReport:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def with_endpoint_fingerprints(settings: RunSettings, roles: tuple[str, ...] = (
+        "model_under_test", "judge")) -> RunSettings:
+    """Each role with its own endpoint, with the fingerprint of the model that endpoint serves
+    now (its /models entry), so a redeployed model gets new keys. Done at the start of every
+    run, whoever starts it; a role whose endpoint lists no such model keeps none."""
+    updates = {}
+    for name in roles:
+        role: ModelRole = getattr(settings, name)
+        if role.api_base and role.endpoint_fingerprint is None:
+            fingerprint = endpoint_fingerprint(role.api_base, role.model, api_key_for(role))
+            if fingerprint is not None:
+                updates[name] = role.model_copy(update={"endpoint_fingerprint": fingerprint})
+    return settings.model_copy(update=updates) if updates else settings
 
 
 def open_store(settings: RunSettings) -> ArtifactStore:
@@ -128,7 +144,8 @@ class Progress:
             self._last_time, self._last_done = now, self.done
 
 
-def _client(role: ModelRole, calls: CallCache, settings: RunSettings) -> ChatClient:
+def _client(role: ModelRole, calls: CallCache, settings: RunSettings, stage: str
+            ) -> ChatClient:
     """A client for one role, paced by --rpm/--tpm across every run sharing the store."""
     runtime = settings.runtime
     coordination = Path(settings.store).expanduser() / "coordination"
@@ -138,7 +155,8 @@ def _client(role: ModelRole, calls: CallCache, settings: RunSettings) -> ChatCli
         request_pacer=SharedPacer(coordination, f"rpm|{target}", runtime.rpm)
         if runtime.rpm else None,
         token_pacer=SharedPacer(coordination, f"tpm|{target}", runtime.tpm)
-        if runtime.tpm else None)
+        if runtime.tpm else None,
+        refresh=settings.refreshes(stage))
 
 
 async def materialize_responses(settings: RunSettings, store: ArtifactStore, calls: CallCache,
@@ -151,7 +169,7 @@ async def materialize_responses(settings: RunSettings, store: ArtifactStore, cal
     started = time.monotonic()
     spec = responses_spec(settings, triggers_artifact.key)
     try:
-        found = store.get(spec)
+        found = None if settings.refreshes(responses.STAGE) else store.get(spec)
         if found is not None and found.complete:
             frame = found.frame()
             if stream is not None:
@@ -161,7 +179,7 @@ async def materialize_responses(settings: RunSettings, store: ArtifactStore, cal
             return found, StageReport(spec.stage, spec.key, True, True,
                                       time.monotonic() - started, frame.height)
         trigger_frame = triggers_artifact.frame()
-        client = _client(settings.model_under_test, calls, settings)
+        client = _client(settings.model_under_test, calls, settings, responses.STAGE)
         progress = Progress(logger, f"responses of {settings.model_under_test.model}",
                             trigger_frame.height * settings.samples)
 
@@ -173,6 +191,7 @@ async def materialize_responses(settings: RunSettings, store: ArtifactStore, cal
         frame = await responses.generate_responses(
             trigger_frame, settings.model_under_test, client, samples=settings.samples,
             concurrency=settings.runtime.concurrency, on_row=on_row)
+        # Empty, truncated and blocked replies are the model's answers to these requests: final.
         complete = frame.filter(pl.col("status") == "error").is_empty()
         artifact = store.put(spec, conform(frame, ResponseRow), complete=complete)
     except BaseException:
@@ -189,6 +208,8 @@ async def materialize_responses(settings: RunSettings, store: ArtifactStore, cal
 def responses_ready(settings: RunSettings, store: ArtifactStore, triggers_artifact: Artifact
                     ) -> Artifact | None:
     """The stored responses when they are complete (nothing to generate), else None."""
+    if settings.refreshes(responses.STAGE):
+        return None
     found = store.get(responses_spec(settings, triggers_artifact.key))
     return found if found is not None and found.complete else None
 
@@ -210,11 +231,29 @@ def responses_by_model(store: ArtifactStore) -> dict[str, tuple[str, str]]:
     return {model: (t, r) for model, (_, t, r) in sorted(newest.items())}
 
 
+def _without_fingerprint(material: dict[str, Any]) -> dict[str, Any]:
+    role = dict(material.get("settings", {}).get("model_under_test") or {})
+    role.pop("endpoint_fingerprint", None)
+    return {**material, "settings": {**material.get("settings", {}), "model_under_test": role}}
+
+
 def stored_responses(settings: RunSettings, store: ArtifactStore,
                      triggers_artifact: Artifact) -> Artifact:
-    """The cached responses for these settings, for `rejudge`; a clear error when absent."""
+    """The cached responses for these settings, for `rejudge`; a clear error when absent.
+
+    The endpoint that produced them may since have been redeployed or shut down, so its model
+    fingerprint may differ or be unknown now: the newest responses that match in everything but
+    the fingerprint are then the ones meant.
+    """
     spec = responses_spec(settings, triggers_artifact.key)
     found = store.get(spec)
+    if found is None:
+        wanted = _without_fingerprint(spec.material())
+        matches = [path for path in (store.root / "artifacts" / spec.stage).glob("*.parquet")
+                   if _without_fingerprint(store.key_material(path)) == wanted]
+        if matches:
+            newest = max(matches, key=lambda path: path.stat().st_mtime)
+            found = store.get_by_key(spec.stage, newest.stem)
     if found is None:
         raise UserError(
             f"no cached responses of {settings.model_under_test.model} for these settings in "
@@ -236,7 +275,7 @@ async def materialize_judgments(settings: RunSettings, store: ArtifactStore, cal
         else responses_spec(settings, triggers_artifact.key).key
     spec = judgments_spec(settings, responses_key, prompt.sha256)
     if isinstance(responses_in, Artifact):
-        found = store.get(spec)
+        found = None if settings.refreshes(judgments.STAGE) else store.get(spec)
         if found is not None and found.complete and responses_in.complete:
             return found, StageReport(spec.stage, spec.key, True, True,
                                       time.monotonic() - started, found.frame().height)
@@ -245,7 +284,7 @@ async def materialize_judgments(settings: RunSettings, store: ArtifactStore, cal
     else:
         source = responses_in
         total = triggers_artifact.frame().height * settings.samples
-    client = _client(settings.judge, calls, settings)
+    client = _client(settings.judge, calls, settings, judgments.STAGE)
     frame = await judgments.judge_responses(
         triggers_artifact.frame(), source, settings.judge, prompt, client,
         response_format=settings.judge_response_format,
@@ -260,11 +299,13 @@ async def materialize_judgments(settings: RunSettings, store: ArtifactStore, cal
                                  client.stats.as_dict())
 
 
-def materialize_phase_scores(store: ArtifactStore, judgments_artifact: Artifact
-                             ) -> tuple[Artifact, StageReport]:
+def materialize_phase_scores(store: ArtifactStore, judgments_artifact: Artifact, *,
+                             recompute: bool = False) -> tuple[Artifact, StageReport]:
+    """The phase scores of a judgments artifact; `recompute` when the judgments were just
+    written (a refresh rewrites an artifact under the same key)."""
     started = time.monotonic()
     spec = phase_scores_spec(judgments_artifact.key)
-    found = store.get(spec)
+    found = None if recompute else store.get(spec)
     if found is not None and found.complete and judgments_artifact.complete:
         return found, StageReport(spec.stage, spec.key, True, True, time.monotonic() - started,
                                   found.frame().height)
@@ -273,3 +314,27 @@ def materialize_phase_scores(store: ArtifactStore, judgments_artifact: Artifact
                          complete=judgments_artifact.complete)
     return artifact, StageReport(spec.stage, spec.key, False, judgments_artifact.complete,
                                  time.monotonic() - started, frame.height)
+
+
+ERROR_STATUS_COLUMNS = ("generation_errors", "judge_errors")
+
+
+def coverage_problem(scores: list[dict[str, Any]], min_coverage: float | None) -> str | None:
+    """Why a run's coverage is too low to call it a success, or None. With `min_coverage`, the
+    share of triggers scored must reach it; without, no trigger may be lost to a failed call
+    (empty, truncated or blocked replies are the model's answers, not failures)."""
+    overall = next((row for row in scores if row["phase"] == "OVERALL"), None)
+    if overall is None or not overall["triggers"]:
+        return None
+    scored, total = overall["evaluated"], overall["triggers"]
+    if min_coverage is not None:
+        if scored / total < min_coverage:
+            return (f"coverage {scored}/{total} triggers scored ({scored / total:.1%}) is below "
+                    f"--min-coverage {min_coverage:.1%}")
+        return None
+    lost = sum(overall[column] for column in ERROR_STATUS_COLUMNS)
+    if lost:
+        return (f"{lost} of {total} triggers not scored because calls failed "
+                f"({overall['generation_errors']} generation, {overall['judge_errors']} judge): "
+                "re-run to retry them, or accept with --min-coverage")
+    return None

@@ -16,6 +16,7 @@ import polars as pl
 from .cache.artifacts import Artifact
 from .cache.calls import CallCache
 from .errors import UserError
+from .endpoints import endpoint_url, get_request
 from .llm import api_key_for, estimated_cost
 from .settings import ModelRole, RunSettings
 from .sources import JudgePrompt
@@ -26,10 +27,7 @@ from .stages.responses import planned_requests
 def check_access(role: ModelRole, label: str) -> None:
     """A key exists for the provider, or the endpoint answers; else one clear UserError."""
     if role.api_base:
-        request = urllib.request.Request(role.endpoint + "/models")
-        key = api_key_for(role)
-        if key:
-            request.add_header("Authorization", f"Bearer {key}")
+        request = get_request(endpoint_url(role.api_base, "/models"), api_key_for(role))
         try:
             with urllib.request.urlopen(request, timeout=10):
                 pass

@@ -1,4 +1,5 @@
-"""Rate limits per model that hold across every process sharing one store.
+"""Rate limits per model that hold across every process sharing one store, and the adaptive
+limit on calls in flight that backs off when a provider answers 429.
 
 A pacer keeps, in the store's coordination database, the earliest time the next call to a model
 may start. Each call books `cost` units (one request, or its estimated tokens) by moving that time
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from pathlib import Path
 
 import diskcache
@@ -33,6 +35,13 @@ class SharedPacer:
             await asyncio.sleep(start - now)
         return start
 
+    def defer(self, seconds: float) -> None:
+        """Push the next slot at least `seconds` into the future for every process sharing this
+        budget (a provider's Retry-After)."""
+        with self._db.transact():
+            booked = self._db.get(self.name, 0.0)
+            self._db.set(self.name, max(booked, time.time() + seconds))
+
     def settle(self, extra_cost: float) -> None:
         """Correct a booking once the real cost is known (negative gives time back)."""
         if not extra_cost:
@@ -43,3 +52,56 @@ class SharedPacer:
 
     def close(self) -> None:
         self._db.close()
+
+
+class AdaptiveLimit:
+    """Calls in flight to one model, at most `ceiling`, halved when the provider answers 429 and
+    grown back by one for every `limit` successes (additive increase, multiplicative decrease).
+
+    A burst of 429s from one wave of calls halves the limit once, not once per 429: only a call
+    that started after the last decrease can decrease it again. Releasing is synchronous, so a
+    slot is given back on every path, cancellation included.
+    """
+
+    def __init__(self, ceiling: int):
+        self.ceiling = max(1, ceiling)
+        self.limit = float(self.ceiling)
+        self.in_flight = 0
+        self.peak = 0
+        self._last_decrease = float("-inf")
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> float:
+        """Wait for a slot; returns the start time to hand back to `release`."""
+        if self.in_flight < int(self.limit) and not self._waiters:
+            self._take()
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self.release(time.monotonic())  # the slot was handed over: give it back
+                else:
+                    self._waiters.remove(waiter)
+                raise
+        return time.monotonic()
+
+    def _take(self) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+
+    def release(self, started: float, *, rate_limited: bool = False) -> None:
+        self.in_flight -= 1
+        if rate_limited:
+            if started > self._last_decrease:
+                self.limit = max(1.0, self.limit / 2)
+                self._last_decrease = time.monotonic()
+        elif self.limit < self.ceiling:
+            self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+        while self._waiters and self.in_flight < int(self.limit):
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self._take()
+                waiter.set_result(None)

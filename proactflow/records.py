@@ -29,18 +29,36 @@ def package_versions() -> dict[str, str]:
     return found
 
 
-def usage_and_cost(settings: RunSettings, responses: pl.DataFrame,
-                   judgments: pl.DataFrame) -> dict[str, Any]:
-    """Tokens per role over the stage tables (cached calls included: they were paid once) and
-    the estimated dollars from litellm's price map, or "unknown"."""
+def usage_and_cost(settings: RunSettings, responses: pl.DataFrame, judgments: pl.DataFrame,
+                   reports: Iterable[StageReport] = ()) -> dict[str, Any]:
+    """Per role, two different sums, each with its estimated dollars from litellm's price map
+    (or "unknown"):
+
+    - `prompt_tokens`, `completion_tokens`, `estimated_cost_usd`: what the results in the stage
+      tables cost when they were made (cached answers included), their value;
+    - `paid_*`: what this run paid: every reply the provider sent in this run, judge replies
+      asked again included. A run answered wholly from the cache paid $0.
+    """
+    paid = {"responses": [0, 0], "judgments": [0, 0]}
+    for report in reports:
+        if report.stage in paid and not report.reused:
+            paid[report.stage][0] += report.calls.get("paid_prompt_tokens", 0)
+            paid[report.stage][1] += report.calls.get("paid_completion_tokens", 0)
     usage = {}
-    for role, frame, name in (("model_under_test", responses, settings.model_under_test.model),
-                              ("judge", judgments, settings.judge.model)):
+    for role, frame, name, stage in (
+            ("model_under_test", responses, settings.model_under_test.model, "responses"),
+            ("judge", judgments, settings.judge.model, "judgments")):
         prompt = int(frame["prompt_tokens"].fill_null(0).sum())
         completion = int(frame["completion_tokens"].fill_null(0).sum())
         cost = estimated_cost(name, prompt, completion)
+        paid_prompt, paid_completion = paid[stage]
+        paid_cost = estimated_cost(name, paid_prompt, paid_completion) \
+            if paid_prompt or paid_completion else 0.0
         usage[role] = {"model": name, "prompt_tokens": prompt, "completion_tokens": completion,
-                       "estimated_cost_usd": cost if cost is not None else "unknown"}
+                       "estimated_cost_usd": cost if cost is not None else "unknown",
+                       "paid_prompt_tokens": paid_prompt,
+                       "paid_completion_tokens": paid_completion,
+                       "paid_cost_usd": paid_cost if paid_cost is not None else "unknown"}
     return usage
 
 

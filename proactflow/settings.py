@@ -13,9 +13,11 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from .cache.keys import text_sha256
+from .endpoints import effective_endpoint
+from .redaction import redact_url
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
 DEFAULT_STORE = ".proactflow"
@@ -82,9 +84,16 @@ class ModelRole(BaseModel):
                                   "at the start of a run (OpenAI-compatible endpoints only): a "
                                   "redeployed model gets new keys.")
 
+    @field_serializer("api_base")
+    def _without_secrets(self, api_base: str | None) -> str | None:
+        """Credentials in an endpoint URL (userinfo, query) never reach a record, a log or
+        Prefect's parameters; the process that was given them still calls with them."""
+        return redact_url(api_base) if api_base else None
+
     @property
     def endpoint(self) -> str | None:
-        return self.api_base.rstrip("/") if self.api_base else None
+        """Where this role's calls go, canonical and without secrets (see endpoints.py)."""
+        return effective_endpoint(self.model, self.api_base)
 
     def key_material(self) -> dict:
         """What about this role changes its outputs: never the key variable."""
@@ -125,19 +134,42 @@ class RuntimeOptions(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     concurrency: int = Field(default=16, ge=1, le=1024, description="Calls in flight per role.")
-    timeout_s: float = Field(default=600.0, gt=0, description="Per-call timeout, seconds.")
-    max_attempts: int = Field(default=6, ge=1, description="Tries per call (first + retries).")
+    timeout_s: float | None = Field(
+        default=None, gt=0,
+        description="Per-call timeout, seconds; None scales it to the role's max_tokens "
+                    "(60 s + 40 ms per token). A call that times out is not retried: the "
+                    "provider may have finished and billed it.")
+    max_attempts: int = Field(default=6, ge=1, description="Tries per call on 5xx and connection "
+                                                           "errors (first + retries).")
+    rate_limited_attempts: int = Field(
+        default=20, ge=1, description="Tries per call while the provider answers 429 (rate "
+                                      "limited), waiting as it asks.")
     retry_base_delay_s: float = Field(default=1.0, ge=0, description="First backoff delay.")
     retry_max_delay_s: float = Field(default=60.0, ge=0, description="Backoff ceiling.")
     max_consecutive_failures: int = Field(
-        default=30, ge=1, description="Failed attempts in a row, with no success between, after "
-                                      "which the endpoint is declared down and the run stops.")
+        default=30, ge=1, description="Failed attempts (429s aside) with no success between, "
+                                      "at least, before the endpoint can be declared down.")
+    down_after_s: float = Field(
+        default=60.0, gt=0, description="Seconds without any success while attempts fail (429s "
+                                        "aside) after which the endpoint is declared down and "
+                                        "the run stops.")
+    lease_ttl_s: float = Field(
+        default=60.0, gt=0, description="Lifetime of a claim on a call; renewed while held, so "
+                                        "a holder that died on another host frees it by then.")
     judge_parse_attempts: int = Field(
         default=4, ge=1, le=10,
         description="Judge calls per response while replies do not validate (malformed JSON, a "
                     "score outside PASS/PARTIAL/FAIL); then the row is a judge_error.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
     tpm: float | None = Field(default=None, gt=0, description="Tokens per minute per role.")
+
+    def call_timeout(self, max_tokens: int) -> float:
+        """The timeout of one call: the one given, else long enough for a slow provider to
+        write `max_tokens` tokens (25 per second) after a minute of queueing."""
+        return self.timeout_s if self.timeout_s is not None else 60.0 + 0.04 * max_tokens
+
+
+Refresh = Literal["responses", "judgments", "all"]
 
 
 class RunSettings(BaseModel):
@@ -158,6 +190,17 @@ class RunSettings(BaseModel):
                        description="Root folder of the artifact store.")
     out: str | None = Field(default=None, description="Folder for CSV/JSON exports.")
     runtime: RuntimeOptions = Field(default_factory=RuntimeOptions, description="Call options.")
+    refresh: Refresh | None = Field(
+        default=None, description="Ask again instead of reusing stored answers: responses, "
+                                  "judgments or all (the per-call cache and the artifacts of "
+                                  "those stages are overwritten).")
+    min_coverage: float | None = Field(
+        default=None, ge=0, le=1,
+        description="Smallest share of triggers that must be scored for the run to count as a "
+                    "success (exit status 0); None: every trigger not lost to an error.")
+
+    def refreshes(self, stage: str) -> bool:
+        return self.refresh == "all" or self.refresh == stage
 
     @model_validator(mode="before")
     @classmethod

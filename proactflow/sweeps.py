@@ -4,7 +4,7 @@
 store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow
 out = "results/nightly"               # leaderboard.csv and per-model exports go here
 corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
-revision = "<commit sha>"             # optional hub revision
+revision = "<commit sha>"             # optional hub revision of the corpus
 limit = 20                            # optional
 concurrency = 16                      # optional, per role
 
@@ -18,6 +18,7 @@ model = "gpt-4o-mini"
 model = "openai/my-model"
 api_base = "http://localhost:8000/v1"
 temperature = 0.2                     # any generation setting; the rest are the protocol's
+revision = "ckpt-2026-11-25"          # optional: your label for what serves it now
 ```
 """
 
@@ -53,6 +54,9 @@ class SweepModel(BaseModel):
     top_p: float | None = Field(default=None, description="Override of the default.")
     reasoning_effort: str | None = Field(default=None, description="Override of the default.")
     system_prompt: str | None = Field(default=None, description="Model under test only.")
+    revision: str | None = Field(
+        default=None, description="Your label for what serves this model now (a checkpoint, a "
+                                  "deployment date): a new label asks every call again.")
 
     def role(self, kind: str) -> ModelRole:
         defaults = protocol_defaults(kind, self.model).model_dump()
@@ -60,7 +64,8 @@ class SweepModel(BaseModel):
                                              "reasoning_effort", "system_prompt"},
                                     exclude_unset=True)
         return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                         generation=Generation(**{**defaults, **overrides}))
+                         generation=Generation(**{**defaults, **overrides}),
+                         revision=self.revision)
 
 
 class SweepConfig(BaseModel):

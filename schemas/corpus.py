@@ -72,12 +72,22 @@ class CorpusRow(BaseModel):
     trigger_points: list[TriggerPoint] = Field(description="The dialogue's trigger points.")
     turn_records: list[TurnRecord] = Field(description="The dialogue's turns in order.")
 
+    @field_validator("trigger_points")
+    @classmethod
+    def _trigger_turns_unique(cls, points: list[TriggerPoint]) -> list[TriggerPoint]:
+        return _unique_turns(points, "two trigger points at turn {}")
+
     @field_validator("turn_records")
     @classmethod
     def _turns_unique(cls, records: list[TurnRecord]) -> list[TurnRecord]:
-        seen: set[int] = set()
-        for record in records:
-            if record.turn in seen:
-                raise ValueError(f"turn {record.turn} appears twice")
-            seen.add(record.turn)
-        return records
+        return _unique_turns(records, "turn {} appears twice")
+
+
+def _unique_turns(items: list, problem: str) -> list:
+    """`items` when no two have the same `turn`; else ValueError(problem.format(turn))."""
+    seen: set[int] = set()
+    for item in items:
+        if item.turn in seen:
+            raise ValueError(problem.format(item.turn))
+        seen.add(item.turn)
+    return items

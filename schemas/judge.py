@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Score = Literal["PASS", "PARTIAL", "FAIL"]
 SCORE_WEIGHT: dict[str, float] = {"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0}
@@ -20,6 +20,12 @@ class EvaluationResult(BaseModel):
     score: Score | None = Field(default=None, description="PASS, PARTIAL or FAIL.")
     rationale: str = Field(default="", description="Why the judge gave this score.")
     evidence: str = Field(default="", description="A verbatim quote from the response.")
+
+    @field_validator("status", "score", mode="before")
+    @classmethod
+    def _upper_case(cls, value: object) -> object:
+        """Judges sometimes answer "pass" or "Evaluated": the words, not their case, count."""
+        return value.strip().upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _evaluated_needs_score(self) -> "EvaluationResult":

@@ -9,7 +9,8 @@ from typing import Any, Callable
 import polars as pl
 from pydantic import ValidationError
 
-from ..llm import ChatClient, ChatRequest, run_pool
+from ..llm import ChatClient, ChatRequest
+from ..pools import run_pool
 from ..schemas.arrow import to_frame
 from ..schemas.corpus import Rubric
 from ..schemas.judge import EvaluationResult, JudgeReply
@@ -19,7 +20,7 @@ from ..sources import JudgePrompt
 from ..streaming import RowStream
 
 STAGE = "judgments"
-VERSION = 1
+VERSION = 2
 
 EMPTY_HISTORY = "(empty \u2014 this is the first turn)"
 _SPEAKER = {"user": "[User]", "assistant": "[Assistant]"}
@@ -60,10 +61,18 @@ def judge_request(trigger: dict[str, Any], response: str, role: ModelRole, promp
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+_THINK_END = "</think>"
 
 
 def parse_judge_reply(text: str) -> EvaluationResult:
-    """The verdict in a judge reply; ValueError when the reply is not a valid verdict."""
+    """The verdict in a judge reply; ValueError when the reply is not a valid verdict.
+
+    Reasoning a model writes before its answer (`<think>...</think>`, or only the closing tag when
+    the chat template opened it) is not part of the verdict: only what follows the last
+    `</think>` is read.
+    """
+    if _THINK_END in text:
+        text = text.rsplit(_THINK_END, 1)[1]
     body = _FENCE.sub("", text.strip())
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
@@ -135,7 +144,10 @@ async def judge_responses(triggers: pl.DataFrame, responses: pl.DataFrame | RowS
         outcome = await client.call(request, accept=parse_judge_reply)
         common = dict(prompt_tokens=outcome.prompt_tokens,
                       completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
-                      attempts=outcome.attempts, request_key=outcome.request_key)
+                      attempts=outcome.attempts, request_key=outcome.request_key,
+                      served_model=outcome.served_model,
+                      system_fingerprint=outcome.system_fingerprint,
+                      litellm_version=outcome.litellm_version)
         if not outcome.ok:
             return _row(response, role, prompt, status="judge_error", message=outcome.error,
                         **common)

@@ -6,13 +6,14 @@ from typing import Any, Callable
 
 import polars as pl
 
-from ..llm import ChatClient, ChatRequest, run_bounded
+from ..llm import ChatClient, ChatRequest
+from ..pools import run_bounded
 from ..schemas.arrow import to_frame
 from ..schemas.tables import ResponseRow
 from ..settings import ModelRole
 
 STAGE = "responses"
-VERSION = 1
+VERSION = 2
 
 
 def response_request(trigger: dict[str, Any], role: ModelRole,
@@ -34,7 +35,8 @@ def planned_requests(triggers: pl.DataFrame, role: ModelRole, samples: int = 1):
 async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: ChatClient, *,
                              samples: int = 1, concurrency: int = 16,
                              on_row: Callable[[ResponseRow], None] | None = None) -> pl.DataFrame:
-    """One ResponseRow per (trigger, sample): ok, error (after retries) or unevaluable.
+    """One ResponseRow per (trigger, sample): ok, a reply that is not an answer (empty,
+    truncated, blocked), error (after retries) or unevaluable.
     `on_row` sees every row as soon as it exists."""
     evaluable = triggers.filter(pl.col("evaluable"))
 
@@ -46,11 +48,14 @@ async def generate_responses(triggers: pl.DataFrame, role: ModelRole, client: Ch
         return ResponseRow(
             unique_id_eval=trigger["unique_id_eval"], turn=trigger["turn"],
             phase=trigger["phase"], sample_index=sample_index, model=role.model,
-            status="ok" if outcome.ok else "error", message=outcome.error,
-            response=outcome.content if outcome.ok else None,
+            status=outcome.status, message=outcome.error,
+            # A truncated or blocked reply keeps its text, to be read; it is never judged.
+            response=outcome.content if outcome.status != "error" else None,
             finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
             attempts=outcome.attempts, request_key=outcome.request_key,
+            served_model=outcome.served_model, system_fingerprint=outcome.system_fingerprint,
+            litellm_version=outcome.litellm_version,
         )
 
     jobs = [(index, sample) for index in range(evaluable.height) for sample in range(samples)]

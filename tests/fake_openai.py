@@ -27,6 +27,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str = "stop"
     delay: float = 0.0
+    served_model: str | None = None
+    """The `model` the answer names (default: the model asked for)."""
+    system_fingerprint: str | None = None
 
 
 Responder = Callable[[dict], Reply]
@@ -61,6 +64,8 @@ class FakeOpenAI:
         self.call_times: list[float] = []
         self.on_request: Callable[[dict], None] | None = None
         self.responder_errors: list[str] = []
+        self.model_details: dict[str, dict] = {}
+        """Extra fields of a model's /models entry (e.g. {"root": "checkpoint-2"})."""
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -122,7 +127,8 @@ class FakeOpenAI:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    data = [{"id": name, "object": "model"} for name in fake.responders]
+                    data = [{"id": name, "object": "model", "created": int(time.time()),
+                             **fake.model_details.get(name, {})} for name in fake.responders]
                     self._send(200, {"object": "list", "data": data})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
@@ -162,7 +168,8 @@ class FakeOpenAI:
                     "id": f"chatcmpl-{fake.calls[request.get('model', '')]}",
                     "object": "chat.completion",
                     "created": int(time.time()),
-                    "model": request.get("model", ""),
+                    "model": reply.served_model or request.get("model", ""),
+                    "system_fingerprint": reply.system_fingerprint,
                     "choices": [{
                         "index": 0,
                         "message": {"role": "assistant", "content": reply.content},

@@ -81,7 +81,8 @@ def test_unauthorised_raises_for_the_whole_run(tmp_path):
 
 
 def test_breaker_trips_when_nothing_succeeds(tmp_path):
-    runtime = RuntimeOptions(retry_base_delay_s=0.001, max_attempts=3, max_consecutive_failures=5)
+    runtime = RuntimeOptions(retry_base_delay_s=0.001, max_attempts=3, max_consecutive_failures=5,
+                             down_after_s=0.001)
     with FakeOpenAI({"m": lambda _: Reply(status=502)}) as fake:
         c = client(fake, "m", tmp_path, runtime)
 
@@ -139,10 +140,11 @@ def test_pacers_on_one_store_share_the_budget(tmp_path, monkeypatch):
     assert asyncio.run(other_model.acquire()) < starts[-1]
 
 
-def test_a_call_slower_than_the_timeout_is_retried_then_an_error(tmp_path):
+def test_a_call_slower_than_the_timeout_is_an_error_and_not_retried(tmp_path):
+    # The provider may finish (and bill) a call the client gave up on: asking again pays twice.
     runtime = RuntimeOptions(timeout_s=0.3, retry_base_delay_s=0.01, max_attempts=2)
     with FakeOpenAI({"m": lambda _: Reply(content="late", delay=1.0)}) as fake:
         c = client(fake, "m", tmp_path, runtime)
         outcome = asyncio.run(c.call(request(c)))
-        assert not outcome.ok and outcome.attempts == 2 and fake.calls["m"] == 2
-        assert "Timeout" in outcome.error
+        assert not outcome.ok and outcome.attempts == 1 and fake.calls["m"] == 1
+        assert "Timeout" in outcome.error and "not retried" in outcome.error

@@ -41,6 +41,10 @@ def _missing_field(row):
     del row["trigger_points"][1]["evaluation_rubric"]["pass_criteria"]
 
 
+def _duplicate_trigger_turn(row):
+    row["trigger_points"].append(dict(row["trigger_points"][0]))
+
+
 def _unknown_type(row):
     row["trigger_points"][0]["evaluation_rubric"]["type"] = "SURPRISE"
 
@@ -52,6 +56,8 @@ def _unknown_type(row):
     (lambda: [mutate(LINES[0], _unknown_type)], 1,
      "field trigger_points.0.evaluation_rubric.type: Input should be"),
     (lambda: [LINES[0], LINES[1], LINES[0]], 3, "duplicate unique_id_eval"),
+    (lambda: [LINES[0], mutate(LINES[1], _duplicate_trigger_turn)], 2,
+     "field trigger_points: Value error, two trigger points at turn"),
     (lambda: [LINES[0], "[1, 2]"], 2, "expected a JSON object"),
 ])
 def test_bad_lines_name_file_line_and_field(tmp_path, make_lines, line, fragment):

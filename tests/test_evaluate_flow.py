@@ -99,7 +99,7 @@ def test_failing_model_becomes_counted_error_rows_and_is_retried(fake, store, tm
     args = cli_args(fake, store, eval_model="openai/down",
                     extra=("--out", str(out), "--limit", "2", "--max-attempts", "2",
                            "--retry-delay", "0.01"))
-    assert run_cli("run", args) == 0
+    assert run_cli("run", args) == 1  # triggers were lost: cron must see a bad night
     # 2 dialogues of the sample hold 7 triggers; each call tried twice.
     assert fake.calls["down"] == 14
     assert fake.calls["judge"] == 0
