@@ -33,16 +33,15 @@ from proactflow.settings import RunSettings
 from proactflow.sources import locate_corpus
 from proactflow.streaming import RowStream
 
-_TASK_OPTIONS = dict(cache_policy=NO_CACHE, persist_result=False)
 
-@task(name="triggers", **_TASK_OPTIONS)
+@task(name="triggers", cache_policy=NO_CACHE, persist_result=False)
 def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
     corpus = locate_corpus(settings.corpus)
     artifact, report = materialize_triggers(settings, open_store(settings), corpus)
     return artifact, report, corpus.revision
 
 
-@task(name="responses", **_TASK_OPTIONS)
+@task(name="responses", cache_policy=NO_CACHE, persist_result=False)
 async def responses_task(settings: RunSettings, triggers: Artifact,
                          stream: RowStream | None = None) -> tuple[Artifact, StageReport]:
     store = open_store(settings)
@@ -54,7 +53,7 @@ async def responses_task(settings: RunSettings, triggers: Artifact,
         calls.close()
 
 
-@task(name="judgments", **_TASK_OPTIONS)
+@task(name="judgments", cache_policy=NO_CACHE, persist_result=False)
 async def judgments_task(settings: RunSettings, triggers: Artifact,
                          responses: Artifact | RowStream) -> tuple[Artifact, StageReport, str]:
     store = open_store(settings)
@@ -68,7 +67,7 @@ async def judgments_task(settings: RunSettings, triggers: Artifact,
     return artifact, report, prompt.sha256
 
 
-@task(name="phase_scores", **_TASK_OPTIONS)
+@task(name="phase_scores", cache_policy=NO_CACHE, persist_result=False)
 def phase_scores_task(settings: RunSettings, judgments: Artifact, recompute: bool = False
                       ) -> tuple[Artifact, StageReport]:
     return materialize_phase_scores(open_store(settings), judgments, recompute=recompute)

@@ -14,6 +14,7 @@ from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.flows.evaluate import evaluate
+from proactflow.pipeline import coverage_problem
 from proactflow.settings import RunSettings
 from proactflow.report import Evaluation, evaluation_of, write_report
 from proactflow.stages.leaderboard import build_leaderboard, with_rank_ranges
@@ -81,6 +82,10 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
         else:
             finished.append(_evaluation(settings, outcome))
             usage.append(outcome["usage"])
+            shortfall = coverage_problem(outcome["scores"], settings.min_coverage)
+            if shortfall is not None:  # ranked, but the night is not a success
+                failures.append({"model": model, "judge": judge, "error": shortfall})
+                logger.warning("%s judged by %s: %s", model, judge, shortfall)
     out = Path(config.out) if config.out else None
     board = None
     if finished and out is not None:

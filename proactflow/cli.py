@@ -708,7 +708,7 @@ def _sweep_command(args: argparse.Namespace) -> int:
             print(f"skipping {model.model}: {exc}")
         else:
             models.append(model)
-    result = {"failures": [], "leaderboard": []}
+    result: dict[str, Any] = {"failures": [], "leaderboard": []}
     if models:
         from .flows.sweep import sweep
 

@@ -279,8 +279,9 @@ async def materialize_judgments(settings: RunSettings, store: ArtifactStore, cal
         if found is not None and found.complete and responses_in.complete:
             return found, StageReport(spec.stage, spec.key, True, True,
                                       time.monotonic() - started, found.frame().height)
-        source: pl.DataFrame | RowStream = responses_in.frame()
-        total = source.height
+        stored = responses_in.frame()
+        source: pl.DataFrame | RowStream = stored
+        total = stored.height
     else:
         source = responses_in
         total = triggers_artifact.frame().height * settings.samples

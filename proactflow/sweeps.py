@@ -28,9 +28,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 from .errors import UserError
+from .redaction import redact_url
 from .report import safe_name
 from .settings import (CorpusSource, Generation, ModelRole, RunSettings, RuntimeOptions,
                        default_store, protocol_defaults)
@@ -58,6 +59,11 @@ class SweepModel(BaseModel):
         default=None, description="Your label for what serves this model now (a checkpoint, a "
                                   "deployment date): a new label asks every call again.")
 
+    @field_serializer("api_base")
+    def _without_secrets(self, api_base: str | None) -> str | None:
+        """Credentials in an endpoint URL never reach Prefect's parameters (see ModelRole)."""
+        return redact_url(api_base) if api_base else None
+
     def role(self, kind: str) -> ModelRole:
         defaults = protocol_defaults(kind, self.model).model_dump()
         overrides = self.model_dump(include={"temperature", "max_tokens", "top_p",
@@ -83,6 +89,9 @@ class SweepConfig(BaseModel):
     judge_prompt: str | None = Field(default=None, description="Judge prompt file.")
     concurrency: int = Field(default=16, ge=1, description="Calls in flight per role.")
     samples: int = Field(default=1, ge=1, le=100, description="Responses drawn per trigger.")
+    min_coverage: float | None = Field(
+        default=None, ge=0, le=1, description="Share of triggers each pair must score for the "
+                                              "sweep to succeed; default: none lost to errors.")
 
     def runs(self) -> list[RunSettings]:
         """One RunSettings per (model, judge), in file order."""
@@ -92,6 +101,7 @@ class SweepConfig(BaseModel):
             model_under_test=model.role("model_under_test"), judge=judge.role("judge"),
             corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
             judge_prompt_file=self.judge_prompt, store=store, samples=self.samples,
+            min_coverage=self.min_coverage,
             out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
             else None,
             runtime=RuntimeOptions(concurrency=self.concurrency))

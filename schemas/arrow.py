@@ -68,7 +68,14 @@ def to_arrow(rows: typing.Iterable[BaseModel], model: type[BaseModel]) -> pa.Tab
 
 
 def to_frame(rows: typing.Iterable[BaseModel], model: type[BaseModel]) -> pl.DataFrame:
-    return pl.from_arrow(to_arrow(rows, model))
+    return frame_of(to_arrow(rows, model))
+
+
+def frame_of(table: pa.Table) -> pl.DataFrame:
+    """A polars frame of an Arrow table (from_arrow's signature also admits a Series)."""
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def conform(frame: pl.DataFrame, model: type[BaseModel]) -> pa.Table:

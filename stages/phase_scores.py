@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..schemas.arrow import arrow_schema
+from ..schemas.arrow import arrow_schema, frame_of
 from ..schemas.corpus import PHASES
 from ..schemas.tables import PhaseScoreRow
 
@@ -56,7 +56,7 @@ def score_phases(judgments: pl.DataFrame) -> pl.DataFrame:
         .collect()
     )
     schema = arrow_schema(PhaseScoreRow)
-    return pl.from_arrow(table.select(schema.names).to_arrow().cast(schema))
+    return frame_of(table.select(schema.names).to_arrow().cast(schema))
 
 
 def score_triggers(judgments: pl.DataFrame) -> pl.DataFrame:
