@@ -85,7 +85,8 @@ def run_name() -> str:
 
 
 async def _run(settings: RunSettings, *, regenerate: bool,
-               stored: tuple[str, str] | None = None) -> dict[str, Any]:
+               stored: tuple[str, str] | None = None,
+               model_under_test_facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Wire the stages. `stored` names (triggers key, responses key) already in the store, for
     re-judging responses that no run settings describe (imports)."""
     logger = get_run_logger()
@@ -133,7 +134,8 @@ async def _run(settings: RunSettings, *, regenerate: bool,
         description=f"ProactBench phase scores of **{model}** judged by **{judge}**"
                     + ("" if complete else " (incomplete: some calls failed; re-run to retry)"))
     usage = usage_and_cost(settings, response_frame, judgment_frame, reports)
-    provenance = run_provenance(settings, prompt_sha, revision, reports)
+    provenance = run_provenance(settings, prompt_sha, revision, reports,
+                                model_under_test=model_under_test_facts)
     outputs: dict[str, str] = {}
     if settings.out:
         outputs = write_outputs(Path(settings.out), triggers.frame(), response_frame,
@@ -146,7 +148,8 @@ async def _run(settings: RunSettings, *, regenerate: bool,
         settings, run_id=str(flow_run.id or uuid.uuid4()),
         flow="evaluate" if regenerate else "rejudge", started=started,
         seconds=time.monotonic() - clock, complete=complete, provenance=provenance,
-        reports=reports, outputs=outputs, usage=usage)
+        reports=reports, outputs=outputs, usage=usage,
+        model_under_test=model_under_test_facts)
     logger.info("run record: %s", record_path)
     return {"scores": score_frame.to_dicts(), "complete": complete, "record": str(record_path),
             "outputs": outputs, "stages": [r.as_dict() for r in reports], "usage": usage}
@@ -160,8 +163,11 @@ async def evaluate(settings: RunSettings) -> dict[str, Any]:
 
 @flow(name="rejudge", flow_run_name=run_name, persist_result=False, validate_parameters=True)
 async def rejudge(settings: RunSettings, triggers_key: str | None = None,
-                  responses_key: str | None = None) -> dict[str, Any]:
+                  responses_key: str | None = None,
+                  model_under_test_facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Judge the cached responses of a model again (new judge or prompt), then score them.
-    With `triggers_key` and `responses_key`, judge those stored artifacts (e.g. an import)."""
+    With `triggers_key` and `responses_key`, judge those stored artifacts (e.g. an import),
+    recording `model_under_test_facts` (what the responses artifact says) about their model."""
     stored = (triggers_key, responses_key) if triggers_key and responses_key else None
-    return await _run(settings, regenerate=False, stored=stored)
+    return await _run(settings, regenerate=False, stored=stored,
+                      model_under_test_facts=model_under_test_facts)

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any, Iterable, Literal
 
 from .cache.keys import content_key
+from .effective import safety_settings_off
 from .endpoints import effective_endpoint
 from .redaction import register_secret_variable
 from .settings import ModelRole
@@ -81,6 +82,8 @@ class ChatRequest:
             params["top_p"] = gen.top_p
         if gen.reasoning_effort is not None:
             params["reasoning_effort"] = gen.reasoning_effort
+        if gen.gemini_safety_off:
+            params["safety_settings"] = safety_settings_off(role.model)
         params.update(extra or {})
         identity = tuple((name, value) for name, value in
                          (("revision", role.revision),

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-from .settings import (DEFAULT_STORE_ENV, PAPER_JUDGE, CorpusSource, Generation, ModelRole,
-                       RunSettings, RuntimeOptions, default_store, protocol_defaults)
+from .evaluations import safe_name
+from .effective import safety_settings_off
+from .settings import (DEFAULT_STORE_ENV, PAPER_JUDGE, CorpusSource, ModelRole, RunSettings,
+                       RuntimeOptions, default_store, role_generation)
 
 EXIT_LOW_COVERAGE = 1
 EXIT_USER_ERROR = 2
@@ -107,6 +109,30 @@ def _add_store_option(parser) -> None:
                              "./.proactflow)")
 
 
+def _add_selection_options(parser) -> None:
+    group = parser.add_argument_group(
+        "which evaluations (default: every complete one in the store; an evaluation is one "
+        "judgments artifact, so two prompts, settings or trigger sets are separate rows)")
+    group.add_argument("--run", action="append", metavar="ID",
+                       help="only the evaluation of this run (a prefix of its id or record "
+                            "file name; repeatable; see 'proactflow runs ls')")
+    group.add_argument("--model", dest="select_models", action="append", metavar="MODEL",
+                       help="only evaluations of this model under test (repeatable)")
+    group.add_argument("--corpus-revision", metavar="REV",
+                       help="only evaluations on this corpus revision (a prefix)")
+    group.add_argument("--include-incomplete", action="store_true",
+                       help="also evaluations whose calls partly failed (their missing "
+                            "triggers are counted as not evaluated)")
+
+
+def _selected_evaluations(args: argparse.Namespace, store):
+    from .evaluations import stored_evaluations
+
+    return stored_evaluations(store, runs=args.run, models=args.select_models,
+                              corpus_revision=args.corpus_revision,
+                              include_incomplete=args.include_incomplete)
+
+
 def _judge_list(text: str) -> list[str]:
     judges = [j.strip() for j in text.split(",") if j.strip()]
     if len(judges) < 2 or len(set(judges)) != len(judges):
@@ -143,6 +169,9 @@ def _add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
                        default=argparse.SUPPRESS,
                        help="reasoning effort for reasoning models, or 'none' (default: %s)"
                             % ("none" if prefix == "eval" else "medium for reasoning models"))
+    group.add_argument(f"--{prefix}-gemini-safety-off", action="store_true",
+                       help="Gemini only: send its four harm filters at BLOCK_NONE, as the "
+                            "benchmark's own Gemini client does (enters the cache key)")
     group.add_argument(f"--{prefix}-revision", metavar="LABEL",
                        help="a label of your own for what serves this model (checkpoint, "
                             "deployment date): a new label asks every call again instead of "
@@ -250,8 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="validate, check access and print the plan; make no call")
         if name == "rejudge":
             judge.add_argument("--all-models", action="store_true",
-                               help="instead of --eval-model: re-judge the newest responses of "
-                                    "every model in the store, from runs and imports alike")
+                               help="instead of --eval-model: re-judge the stored responses of "
+                                    "every complete evaluation in the store (runs and imports "
+                                    "alike; narrowed by --limit/--phases and the options "
+                                    "below), after printing the plan; --dry-run stops there")
+            _add_selection_options(sub)
             judge.add_argument("--judges", type=_judge_list, metavar="A,B,...",
                                help="re-judge with each of these judges in turn (same "
                                     "--judge-* options for all), then report their agreement: "
@@ -289,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--bootstrap", type=_positive_int, default=1000, metavar="N",
                         help="bootstrap resamples (default: 1000)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    _add_selection_options(report)
     report.set_defaults(handler=_report_command)
 
     sweep = commands.add_parser(
@@ -317,13 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _role(args: argparse.Namespace, prefix: str) -> ModelRole:
     model = getattr(args, f"{prefix}_model")
-    values = protocol_defaults("model_under_test" if prefix == "eval" else "judge", model)
-    overrides: dict[str, Any] = {}
+    explicit: dict[str, Any] = {}
     for field in ("temperature", "max_tokens", "top_p", "reasoning_effort"):
         attribute = f"{prefix}_{field}"
         if hasattr(args, attribute):  # given on the command line ('none' gives None)
-            overrides[field] = getattr(args, attribute)
-    system_prompt = getattr(args, "eval_system_prompt", None)
+            explicit[field] = getattr(args, attribute)
+    system_prompt = getattr(args, "eval_system_prompt", None) if prefix == "eval" else None
     if system_prompt and system_prompt.startswith("@"):
         try:
             system_prompt = Path(system_prompt[1:]).read_text(encoding="utf-8")
@@ -331,11 +363,15 @@ def _role(args: argparse.Namespace, prefix: str) -> ModelRole:
             raise UserError(f"cannot read system prompt file {system_prompt[1:]}: "
                             f"{exc.strerror}") from None
     if system_prompt:
-        overrides["system_prompt"] = system_prompt
-    generation = Generation(**{**values.model_dump(), **overrides})
+        explicit["system_prompt"] = system_prompt
+    if getattr(args, f"{prefix}_gemini_safety_off", False):
+        safety_settings_off(model)  # a one-line error for a model without these filters
+        explicit["gemini_safety_off"] = True
+    generation, deviations = role_generation(
+        "model_under_test" if prefix == "eval" else "judge", model, explicit)
     return ModelRole(model=model, api_base=getattr(args, f"{prefix}_api_base"),
                      api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation,
-                     revision=getattr(args, f"{prefix}_revision", None))
+                     deviations=deviations, revision=getattr(args, f"{prefix}_revision", None))
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
@@ -558,8 +594,6 @@ def _run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
 
 def _rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
     """Re-judge the cached responses with each judge in turn, then report their agreement."""
-    from .report import safe_name
-
     base_out = args.out
     frames = []
     for judge in judges:
@@ -579,41 +613,58 @@ def _rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
 
 
 def _rejudge_all(args: argparse.Namespace) -> int:
-    """Re-judge every model's newest responses in the store with each judge, then compare."""
+    """Re-judge the stored responses of every selected evaluation with each judge, after
+    printing the plan; then compare the judges."""
     from .cache.artifacts import ArtifactStore
-    from .flows.evaluate import rejudge
-    from .pipeline import load_judge_prompt, responses_by_model
-    from .preflight import check_access
-    from .report import safe_name
+    from .pipeline import load_judge_prompt, open_call_cache
+    from .preflight import check_access, make_plan
+    from .rejudge_all import plan_lines, run_rejudge, select_stored_responses
 
     store = ArtifactStore(args.store or default_store())
-    found = responses_by_model(store)
-    if not found:
-        raise UserError(f"no responses in {store.root}: run 'proactflow run' or "
-                        "'proactflow import' first")
+    entries = select_stored_responses(
+        store, runs=args.run, models=args.select_models, corpus_revision=args.corpus_revision,
+        include_incomplete=args.include_incomplete, limit=args.limit, phases=args.phases)
     judges = args.judges or [args.judge_model]
-    frames = []
-    for judge in judges:
-        one = argparse.Namespace(**{**vars(args), "judge_model": judge,
-                                    "eval_model": args.eval_model or "stored", "out": None})
-        probe = settings_from_args(one)
-        load_judge_prompt(probe, store)
-        check_access(probe.judge, "judge")
-        for model, (triggers_key, responses_key) in found.items():
-            out = str(Path(args.out) / f"{safe_name(model)}__{safe_name(judge)}") if args.out \
-                else None
-            settings = probe.model_copy(update={
-                "model_under_test": probe.model_under_test.model_copy(update={"model": model}),
-                "out": out})
-            print(f"== {model} judged by {judge}")
-            _quiet_console_tracebacks()
-            result = asyncio.run(rejudge(settings=settings, triggers_key=triggers_key,
-                                         responses_key=responses_key))
-            _print_scores(result["scores"], result["complete"])
-            frames.append(_judgments_of(settings, result))
+    runs, counts = [], {}
+    calls = open_call_cache(store)
+    try:
+        for judge in judges:
+            probe = settings_from_args(argparse.Namespace(**{
+                **vars(args), "judge_model": judge, "eval_model": "stored", "out": None}))
+            prompt = load_judge_prompt(probe, store)
+            if not args.dry_run:
+                check_access(probe.judge, "judge")
+            for entry in entries:
+                name = f"{safe_name(entry.model)}__{safe_name(judge)}"
+                if sum(e.model == entry.model for e in entries) > 1:  # keep folders apart
+                    name += f"__{entry.responses_key[:10]}"
+                out = str(Path(args.out) / name) if args.out else None
+                settings = probe.model_copy(update={"out": out, "model_under_test":
+                                                    probe.model_under_test.model_copy(
+                                                        update={"model": entry.model})})
+                plan = make_plan(settings, store.get_by_key("triggers", entry.triggers_key),
+                                 calls, prompt,
+                                 store.get_by_key("responses", entry.responses_key).frame())
+                counts[(entry.responses_key, judge)] = (plan.judge_calls, plan.judge_cached)
+                runs.append((judge, entry, settings))
+    finally:
+        calls.close()
+    for line in plan_lines(entries, judges, counts):
+        print(line, flush=True)
+    if args.dry_run:
+        return 0
+    frames, status = [], 0
+    for judge, entry, settings in runs:
+        print(f"== {entry.model} ({entry.source}, {entry.trigger_set.describe()}) judged by "
+              f"{judge}")
+        _quiet_console_tracebacks()
+        result = run_rejudge(settings, entry)
+        _print_scores(result["scores"], result["complete"])
+        frames.append(_judgments_of(settings, result))
+        status = max(status, _coverage_status(result["scores"], settings.min_coverage))
     if len(judges) > 1:
         _report_agreement(frames, args.out)
-    return 0
+    return status
 
 
 def _judgments_of(settings: RunSettings, result: dict[str, Any]):
@@ -670,7 +721,9 @@ def _import_command(args: argparse.Namespace) -> int:
                               model=args.model)
         print(f"{file}: {done.model} judged by {done.judge}: {done.scored} of "
               f"{done.corpus_triggers} corpus triggers scored, {done.skipped} skipped, "
-              f"{done.missing} missing from the file")
+              f"{done.missing} missing from the file"
+              + (f"; {done.unmatched} rows of the file match no dialogue of the corpus"
+                 if done.unmatched else ""))
     return 0
 
 
@@ -678,8 +731,9 @@ def _report_command(args: argparse.Namespace) -> int:
     from .cache.artifacts import ArtifactStore
     from .report import write_report
 
-    done = write_report(ArtifactStore(args.store or default_store()), Path(args.out),
-                        samples=args.bootstrap, seed=args.seed)
+    store = ArtifactStore(args.store or default_store())
+    done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
+                        evaluations=_selected_evaluations(args, store))
     for line in done["coverage"]:
         print(line)
     for path in done["paths"].values():

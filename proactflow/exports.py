@@ -47,7 +47,9 @@ def _usage(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 def results_rows(triggers: pl.DataFrame, responses: pl.DataFrame,
                  judgments: pl.DataFrame) -> list[dict[str, Any]]:
-    """One upstream-shaped results row per dialogue, in corpus order (first sample only)."""
+    """One upstream-shaped results row per dialogue, in corpus order: upstream's shape holds one
+    response per trigger, so with several samples each row holds the first (`sample_index` 0,
+    stated in every row)."""
     keys = ["unique_id_eval", "turn"]
     first = pl.col("sample_index") == 0
     joined = (
@@ -88,18 +90,14 @@ def results_rows(triggers: pl.DataFrame, responses: pl.DataFrame,
             },
             "judge_model": head["judge"],
             "judge_prompt_sha256": head["judge_prompt_sha256"],
+            "sample_index": 0,
         })
     return out
 
 
-def upstream_metrics(results: list[dict[str, Any]], scores: pl.DataFrame) -> dict[str, Any]:
-    """metrics.json with upstream's keys, computed from the per-dialogue rows; plus what
-    upstream lacks (reasons for SKIPPED) under `proactflow`."""
-    aggregate = {phase: dict.fromkeys(_COUNT_KEYS, 0) for phase in PHASES}
-    for row in results:
-        for phase, counts in row["trigger_stats"].items():
-            for label, count in counts.items():
-                aggregate[phase][label] += count
+def metric_values(aggregate: dict[str, dict[str, int]], *, dialogues: int
+                  ) -> dict[str, float | None]:
+    """Upstream's `metrics` block from per-phase counts of PASS, PARTIAL, FAIL and SKIPPED."""
     metrics: dict[str, float | None] = {}
 
     def rates(counts: dict[str, int]) -> tuple[float | None, float | None, float | None]:
@@ -120,26 +118,49 @@ def upstream_metrics(results: list[dict[str, Any]], scores: pl.DataFrame) -> dic
     pass_rate, _, weighted = rates(overall)
     metrics["eval/proactivity_overall_pass_rate"] = pass_rate
     metrics["eval/proactivity_overall_weighted_score"] = weighted
-    metrics["eval/proactivity_total_dialogues"] = float(len(results))
+    metrics["eval/proactivity_total_dialogues"] = float(dialogues)
+    return metrics
 
-    def usage(role: str) -> dict[str, float]:
-        totals = {k: sum(r["token_usage"][role][k] for r in results)
-                  for k in ("prompt_tokens", "completion_tokens", "calls")}
+
+def upstream_metrics(results: list[dict[str, Any]], scores: pl.DataFrame,
+                     judgments: pl.DataFrame, responses: pl.DataFrame) -> dict[str, Any]:
+    """metrics.json with upstream's keys; plus what upstream lacks (reasons for SKIPPED, what the
+    counts are over) under `proactflow`.
+
+    The counts, rates and token totals pool every sample of every trigger, exactly as
+    phase_scores.csv and the leaderboard do (with one sample, one row per trigger);
+    `results` (results.jsonl, upstream's one-response shape) only gives the dialogue count.
+    """
+    aggregate = {phase: dict.fromkeys(_COUNT_KEYS, 0) for phase in PHASES}
+    labels = judgments.select("phase", pl.when(pl.col("status") == "scored")
+                              .then(pl.col("score")).otherwise(pl.lit("SKIPPED")).alias("label"))
+    for phase, label, count in labels.group_by("phase", "label").len().rows():
+        aggregate[phase][label] += count
+    metrics = metric_values(aggregate, dialogues=len(results))
+
+    def usage(frame: pl.DataFrame) -> dict[str, float]:
+        called = frame.filter(pl.col("prompt_tokens").is_not_null())
+        prompt = int(called["prompt_tokens"].sum())
+        completion = int(called["completion_tokens"].fill_null(0).sum())
         n = max(1, len(results))
-        return {"mean_prompt_tokens_per_conversation": totals["prompt_tokens"] / n,
-                "mean_completion_tokens_per_conversation": totals["completion_tokens"] / n,
-                "mean_calls_per_conversation": totals["calls"] / n,
-                "total_prompt_tokens": totals["prompt_tokens"],
-                "total_completion_tokens": totals["completion_tokens"]}
+        return {"mean_prompt_tokens_per_conversation": prompt / n,
+                "mean_completion_tokens_per_conversation": completion / n,
+                "mean_calls_per_conversation": called.height / n,
+                "total_prompt_tokens": prompt, "total_completion_tokens": completion}
 
     not_evaluated = {
         row["phase"]: {k: row[k] for k in ("skipped", "unevaluable", "generation_errors",
                                             "judge_errors", "empty_responses",
                                             "truncated_responses", "blocked_responses")}
         for row in scores.to_dicts()}
+    samples = int(judgments["sample_index"].max()) + 1 if judgments.height else 1
     return {"aggregate_trigger_stats": aggregate, "metrics": metrics,
-            "token_usage": {"assistant": usage("assistant"), "judge": usage("judge")},
-            "proactflow": {"not_evaluated": not_evaluated}}
+            "token_usage": {"assistant": usage(responses), "judge": usage(judgments)},
+            "proactflow": {"not_evaluated": not_evaluated, "samples": {
+                "per_trigger": samples,
+                "counts_and_rates": "every sample of every trigger pooled, as in "
+                                    "phase_scores.csv (with one sample: one per trigger)",
+                "results_jsonl": "the first sample (sample_index 0) of each trigger"}}}
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -152,7 +173,7 @@ def write_outputs(out_dir: Path, triggers: pl.DataFrame, responses: pl.DataFrame
     """Write the export files; returns their paths by name."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results = results_rows(triggers, responses, judgments)
-    metrics = upstream_metrics(results, scores)
+    metrics = upstream_metrics(results, scores, judgments, responses)
     metrics["proactflow"].update(provenance)
     paths = {name: out_dir / name for name in
              ("phase_scores.csv", "phase_scores.parquet", "results.jsonl", "metrics.json")}
@@ -164,7 +185,6 @@ def write_outputs(out_dir: Path, triggers: pl.DataFrame, responses: pl.DataFrame
         per_trigger = score_triggers(judgments)
         paths["trigger_scores.csv"] = out_dir / "trigger_scores.csv"
         _write_text(paths["trigger_scores.csv"], per_trigger.write_csv())
-        metrics["proactflow"]["samples_per_trigger"] = int(judgments["sample_index"].max()) + 1
         metrics["proactflow"]["mean_variance_across_samples"] = per_trigger["variance"].mean()
     _write_text(paths["metrics.json"], json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
     return {name: str(path) for name, path in paths.items()}

@@ -23,10 +23,11 @@ from .errors import UserError
 from .pipeline import materialize_phase_scores, materialize_triggers
 from .schemas.arrow import conform, to_frame
 from .schemas.tables import JudgmentRow, ResponseRow
-from .settings import (PAPER_JUDGE, UPSTREAM_PROMPT_SHA256, CorpusSource, ModelRole, RunSettings,
-                       protocol_defaults)
+from .settings import PAPER_JUDGE, CorpusSource, ModelRole, RunSettings, protocol_defaults
 from .stages import judgments, responses
 
+UNKNOWN_PROMPT = "unknown"
+"""The judge prompt of published labels: not established by the files, so not claimed."""
 _PLACEHOLDER_MODELS = {"", "local_model", "model", "unknown"}
 _FILE_SUFFIXES = ("_proactivity_bench_results", "_results")
 
@@ -44,6 +45,8 @@ class ImportReport:
     missing: int
     responses_key: str
     judgments_key: str
+    unmatched: int = 0
+    """Rows of the file that match no dialogue of the corpus."""
 
 
 def model_name(rows: list[dict[str, Any]], path: Path) -> str:
@@ -82,6 +85,26 @@ def _read_results(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _check_against_corpus(path: Path, number: int, uid: str, row: dict[str, Any],
+                          corpus: dict[int, str]) -> None:
+    """A matched dialogue's trigger turns must be the corpus's (some may be missing: upstream
+    dropped failed generations) with the same rubric types: a file made on another corpus, or
+    another version of it, would otherwise be scored against the wrong rubrics."""
+    points = {point.get("turn"): (point.get("evaluation_rubric") or {}).get("type")
+              for point in row["trigger_points"]}
+    extra = sorted(set(points) - set(corpus), key=str)
+    if extra:
+        raise UserError(f"{path}:{number}: dialogue {uid} has a trigger at turn {extra[0]}, the "
+                        f"corpus only at {sorted(corpus)}: was this file made on another "
+                        "corpus?")
+    differing = [turn for turn, phase in points.items() if corpus[turn] != phase]
+    if differing:
+        turn = differing[0]
+        raise UserError(f"{path}:{number}: dialogue {uid} turn {turn} is {points[turn]} in the "
+                        f"file, {corpus[turn]} in the corpus: was this file made on another "
+                        "corpus?")
+
+
 def _match_key(row: dict[str, Any]) -> tuple[str, int, str]:
     return (str(row.get("blueprint_id")), int(row.get("style_combination_index") or 0),
             str(row.get("uuid")))
@@ -103,12 +126,18 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
     corpus_ids = set(trigger_frame["unique_id_eval"].unique().to_list())
     by_match = {(b, s, u): uid for uid, b, s, u in trigger_frame.select(
         "unique_id_eval", "blueprint_id", "style_combination_index", "uuid").unique().rows()}
+    corpus_points = {}
+    for uid, turn, phase in trigger_frame.select("unique_id_eval", "turn", "phase").rows():
+        corpus_points.setdefault(uid, {})[turn] = phase
     published: dict[tuple[str, int], tuple[str | None, dict[str, Any]]] = {}
-    for row in rows:
+    unmatched = 0
+    for number, row in enumerate(rows, start=1):
         uid = row.get("unique_id_eval")
         uid = uid if isinstance(uid, str) and uid in corpus_ids else by_match.get(_match_key(row))
         if uid is None:
-            continue  # a dialogue outside this corpus (or its --limit)
+            unmatched += 1  # a dialogue this corpus does not have: counted, reported
+            continue
+        _check_against_corpus(path, number, uid, row, corpus_points[uid])
         responses_by_turn = {t.get("turn"): t.get("assistant_response")
                              for t in row.get("turn_records") or []}
         for point in row["trigger_points"]:
@@ -156,24 +185,25 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
     response_frame = to_frame(response_rows, ResponseRow)
     # Imported artifacts are final: nothing would ever fill the gaps of a published file.
     store.put(responses_spec, conform(response_frame, ResponseRow))
+    # Which judge prompt produced the published labels is not established: say so.
     judgments_spec = ArtifactSpec(judgments.STAGE, judgments.VERSION,
                                   {"responses": responses_spec.key},
                                   {**provenance, "judge": judge,
-                                   "judge_prompt_sha256": UPSTREAM_PROMPT_SHA256})
+                                   "judge_prompt_sha256": UNKNOWN_PROMPT})
     judgment_artifact = store.put(judgments_spec,
                                   conform(to_frame(judgment_rows, JudgmentRow), JudgmentRow))
     materialize_phase_scores(store, judgment_artifact)
     statuses = Counter(r.status for r in judgment_rows)
     return ImportReport(str(path), name, judge, len(judgment_rows), statuses["scored"],
                         statuses["skipped"], statuses["generation_error"],
-                        responses_spec.key, judgments_spec.key)
+                        responses_spec.key, judgments_spec.key, unmatched)
 
 
 def _judgment(base: dict[str, Any], judge: str, **fields: Any) -> JudgmentRow:
     values = dict(base, judge=judge, score=None, rationale=None, evidence=None,
                   evidence_verbatim=None, message=None, prompt_tokens=None,
                   completion_tokens=None, latency_s=None, attempts=0,
-                  judge_prompt_sha256=UPSTREAM_PROMPT_SHA256, request_key=None)
+                  judge_prompt_sha256=UNKNOWN_PROMPT, request_key=None)
     values.update(fields)
     return JudgmentRow(**values)
 

@@ -17,7 +17,8 @@ from .cache.artifacts import Artifact
 from .cache.calls import CallCache
 from .errors import UserError
 from .endpoints import endpoint_url, get_request
-from .llm import api_key_for, estimated_cost
+from .effective import wire_params
+from .llm import ChatRequest, api_key_for, estimated_cost
 from .settings import ModelRole, RunSettings
 from .sources import JudgePrompt
 from .stages.judgments import judge_request
@@ -60,6 +61,21 @@ def check_access(role: ModelRole, label: str) -> None:
                         f"(or --{'eval' if label.startswith('model') else 'judge'}-api-key-env)")
 
 
+def role_lines(label: str, role: ModelRole) -> list[str]:
+    """What a role sends on the wire after litellm's mapping, and how that departs from the
+    protocol. Refused parameters are a one-line UserError here, before any call."""
+    params = dict(ChatRequest.build(role, []).params)
+    wire = " ".join(f"{name}={value}" for name, value in sorted(wire_params(
+        role.model, params).items()) if name != "safety_settings")
+    if role.generation.gemini_safety_off:
+        wire += " safety_settings=BLOCK_NONE x4"
+    lines = [f"  {label + ' sends:':<18}{wire or '(no generation parameters)'}"]
+    for deviation in role.deviations:
+        lines.append(f"  {'not protocol:':<18}{deviation.setting} {deviation.protocol} -> "
+                     f"{deviation.sent} ({deviation.reason})")
+    return lines
+
+
 @dataclass
 class Plan:
     dialogues: int
@@ -89,6 +105,10 @@ class Plan:
                + (f" ({self.unevaluable} not evaluable: no user message)"
                   if self.unevaluable else "")
                + (f", {settings.samples} samples each" if settings.samples > 1 else "")]
+        for label, role, used in (("generation", settings.model_under_test, regenerate),
+                                  ("judging", settings.judge, True)):
+            if used:
+                out.extend(role_lines(label, role))
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:

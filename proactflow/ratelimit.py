@@ -55,12 +55,15 @@ class SharedPacer:
 
 
 class AdaptiveLimit:
-    """Calls in flight to one model, at most `ceiling`, halved when the provider answers 429 and
-    grown back by one for every `limit` successes (additive increase, multiplicative decrease).
+    """Calls in flight to one model, at most `ceiling`: cut by a quarter when the provider
+    answers 429, grown back by one per success.
 
-    A burst of 429s from one wave of calls halves the limit once, not once per 429: only a call
-    that started after the last decrease can decrease it again. Releasing is synchronous, so a
-    slot is given back on every path, cancellation included.
+    A burst of 429s from one wave of calls cuts the limit once, not once per 429: only a call
+    that started after the last cut can cut it again. The cut is gentle and the regrowth quick on
+    purpose: a provider's 429s also come from per-minute quotas that fewer calls in flight do not
+    relieve (Retry-After and the shared pacer handle those), and scattered 429s must not starve
+    a run. Releasing is synchronous, so a slot is given back on every path, cancellation
+    included.
     """
 
     def __init__(self, ceiling: int):
@@ -68,6 +71,8 @@ class AdaptiveLimit:
         self.limit = float(self.ceiling)
         self.in_flight = 0
         self.peak = 0
+        self.lowest = self.ceiling
+        """The lowest limit reached: how far the provider pushed back."""
         self._last_decrease = float("-inf")
         self._waiters: deque[asyncio.Future[None]] = deque()
 
@@ -96,10 +101,11 @@ class AdaptiveLimit:
         self.in_flight -= 1
         if rate_limited:
             if started > self._last_decrease:
-                self.limit = max(1.0, self.limit / 2)
+                self.limit = max(1.0, self.limit * 0.75)
+                self.lowest = min(self.lowest, int(self.limit))
                 self._last_decrease = time.monotonic()
         elif self.limit < self.ceiling:
-            self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+            self.limit = min(float(self.ceiling), self.limit + 1)
         while self._waiters and self.in_flight < int(self.limit):
             waiter = self._waiters.popleft()
             if not waiter.done():

@@ -63,11 +63,18 @@ def usage_and_cost(settings: RunSettings, responses: pl.DataFrame, judgments: pl
 
 
 def run_provenance(settings: RunSettings, prompt_sha256: str, corpus_revision: str,
-                   reports: Iterable[StageReport]) -> dict[str, Any]:
-    """What produced a result: roles' output-changing settings, prompt, corpus, artifacts."""
+                   reports: Iterable[StageReport],
+                   model_under_test: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What produced a result: roles' output-changing settings, prompt, corpus, artifacts.
+    `model_under_test` replaces the settings' role when the responses were stored before (a
+    re-judging of stored or imported responses): the record says what is known of them."""
     return {
-        "model_under_test": settings.model_under_test.key_material(),
+        "model_under_test": model_under_test or settings.model_under_test.key_material(),
         "judge": settings.judge.key_material(),
+        "protocol_conformant": settings.protocol_conformant,
+        "protocol_deviations": {
+            role: [d.model_dump(mode="json") for d in getattr(settings, role).deviations]
+            for role in ("model_under_test", "judge")},
         "judge_prompt_sha256": prompt_sha256,
         "corpus": settings.corpus.describe(), "corpus_revision": corpus_revision,
         "artifacts": {r.stage: r.key for r in reports},
@@ -77,11 +84,15 @@ def run_provenance(settings: RunSettings, prompt_sha256: str, corpus_revision: s
 def write_run_record(settings: RunSettings, *, run_id: str, flow: str, started: datetime,
                      seconds: float, complete: bool, provenance: dict[str, Any],
                      reports: list[StageReport], outputs: dict[str, str],
-                     usage: dict[str, Any]) -> Path:
+                     usage: dict[str, Any], model_under_test: dict[str, Any] | None = None
+                     ) -> Path:
+    recorded = settings.model_dump(mode="json")
+    if model_under_test is not None:  # stored responses: no made-up generation settings
+        recorded["model_under_test"] = model_under_test
     record = {
         "run_id": run_id, "flow": flow, "started": started.isoformat(),
         "finished": datetime.now(timezone.utc).isoformat(), "seconds": round(seconds, 3),
-        "complete": complete, "settings": settings.model_dump(mode="json"), **provenance,
+        "complete": complete, "settings": recorded, **provenance,
         "stages": [r.as_dict() for r in reports], "outputs": outputs, "usage": usage,
         "versions": package_versions(),
     }

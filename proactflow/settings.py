@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from .cache.keys import text_sha256
+from .effective import Deviation, conform_generation
 from .endpoints import effective_endpoint
 from .redaction import redact_url
 
@@ -50,6 +51,20 @@ class Generation(BaseModel):
         default=None, description="Sent to reasoning models only (judge default: medium).")
     system_prompt: str | None = Field(
         default=None, description="System prompt for the model under test (none by default).")
+    gemini_safety_off: bool = Field(
+        default=False, description="Gemini only: send its four harm filters at BLOCK_NONE, as "
+                                   "the benchmark's own Gemini client does.")
+
+
+def role_generation(kind: Role, model: str, explicit: dict[str, Any] | None = None
+                    ) -> tuple[Generation, tuple[Deviation, ...]]:
+    """The settings a role sends: the protocol's defaults for the model, adapted to litellm's
+    model map, with what the user set (`explicit`) on top; and every deviation from the
+    protocol. A setting the model cannot take is a one-line UserError."""
+    protocol = protocol_defaults(kind, model).model_dump()
+    values, deviations = conform_generation(kind, model, protocol, dict(explicit or {}),
+                                            reasoning_by_name=is_reasoning_model(model))
+    return Generation(**values), tuple(deviations)
 
 
 def protocol_defaults(role: Role, model: str) -> Generation:
@@ -79,6 +94,9 @@ class ModelRole(BaseModel):
         default=None, description="A label of your own for what serves this model (a checkpoint, "
                                   "a deployment date): change it and every cached answer of "
                                   "the role is asked again. Enters every key.")
+    deviations: tuple[Deviation, ...] = Field(
+        default=(), description="How the generation settings differ from the protocol's, and "
+                                "why (set by you, or what litellm's model map requires).")
     endpoint_fingerprint: str | None = Field(
         default=None, description="sha256 of the endpoint's /models entry for this model, taken "
                                   "at the start of a run (OpenAI-compatible endpoints only): a "
@@ -97,7 +115,9 @@ class ModelRole(BaseModel):
 
     def key_material(self) -> dict:
         """What about this role changes its outputs: never the key variable."""
-        generation = self.generation.model_dump(exclude={"system_prompt"})
+        generation = self.generation.model_dump(exclude={"system_prompt", "gemini_safety_off"})
+        if self.generation.gemini_safety_off:  # only when set: other keys stay as they were
+            generation["gemini_safety_off"] = True
         system_prompt = self.generation.system_prompt
         generation["system_prompt_sha256"] = text_sha256(system_prompt) if system_prompt else None
         material = {"model": self.model, "api_base": self.endpoint, "generation": generation}
@@ -202,18 +222,24 @@ class RunSettings(BaseModel):
     def refreshes(self, stage: str) -> bool:
         return self.refresh == "all" or self.refresh == stage
 
+    @property
+    def protocol_conformant(self) -> bool:
+        return not (self.model_under_test.deviations or self.judge.deviations)
+
     @model_validator(mode="before")
     @classmethod
     def _protocol_defaults(cls, data):
-        """A role given without generation settings gets PROTOCOL.md's defaults for its model,
-        so a deployment's parameters can name just the models."""
+        """A role given without generation settings gets PROTOCOL.md's defaults for its model
+        (adapted to litellm's model map), so a deployment's parameters can name just the
+        models."""
         if isinstance(data, dict):
             data = dict(data)
             for role in ("model_under_test", "judge"):
                 given = data.get(role)
                 if isinstance(given, dict) and "model" in given and "generation" not in given:
-                    defaults = protocol_defaults(role, given["model"])
-                    data[role] = {**given, "generation": defaults.model_dump()}
+                    generation, deviations = role_generation(role, given["model"])
+                    data[role] = {**given, "generation": generation.model_dump(),
+                                  "deviations": [d.model_dump() for d in deviations]}
         return data
 
 

@@ -28,13 +28,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_serializer,
+                      field_validator)
 
+from .effective import safety_settings_off
 from .errors import UserError
 from .redaction import redact_url
 from .report import safe_name
-from .settings import (CorpusSource, Generation, ModelRole, RunSettings, RuntimeOptions,
-                       default_store, protocol_defaults)
+from .settings import (CorpusSource, ModelRole, Role, RunSettings, RuntimeOptions, default_store,
+                       role_generation)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,6 +57,7 @@ class SweepModel(BaseModel):
     top_p: float | None = Field(default=None, description="Override of the default.")
     reasoning_effort: str | None = Field(default=None, description="Override of the default.")
     system_prompt: str | None = Field(default=None, description="Model under test only.")
+    gemini_safety_off: bool = Field(default=False, description="Gemini's harm filters off.")
     revision: str | None = Field(
         default=None, description="Your label for what serves this model now (a checkpoint, a "
                                   "deployment date): a new label asks every call again.")
@@ -64,14 +67,22 @@ class SweepModel(BaseModel):
         """Credentials in an endpoint URL never reach Prefect's parameters (see ModelRole)."""
         return redact_url(api_base) if api_base else None
 
-    def role(self, kind: str) -> ModelRole:
-        defaults = protocol_defaults(kind, self.model).model_dump()
-        overrides = self.model_dump(include={"temperature", "max_tokens", "top_p",
-                                             "reasoning_effort", "system_prompt"},
-                                    exclude_unset=True)
+    @field_validator("temperature", "max_tokens", "top_p", "reasoning_effort", mode="before")
+    @classmethod
+    def _none_unsets(cls, value: Any) -> Any:
+        """TOML has no null: "none" means "send none" (e.g. top_p = "none")."""
+        return None if isinstance(value, str) and value.lower() in ("none", "null", "off") \
+            else value
+
+    def role(self, kind: Role) -> ModelRole:
+        explicit = self.model_dump(include={"temperature", "max_tokens", "top_p",
+                                            "reasoning_effort", "system_prompt",
+                                            "gemini_safety_off"}, exclude_unset=True)
+        if explicit.get("gemini_safety_off"):
+            safety_settings_off(self.model)
+        generation, deviations = role_generation(kind, self.model, explicit)
         return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                         generation=Generation(**{**defaults, **overrides}),
-                         revision=self.revision)
+                         generation=generation, deviations=deviations, revision=self.revision)
 
 
 class SweepConfig(BaseModel):

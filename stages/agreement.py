@@ -14,7 +14,7 @@ import polars as pl
 from ..schemas.corpus import PHASES
 
 STAGE = "agreement"
-VERSION = 1
+VERSION = 2
 
 ORDER = ("FAIL", "PARTIAL", "PASS")
 OVERALL = "OVERALL"
@@ -50,37 +50,56 @@ def cohen_kappa(matrix: list[list[int]], *, quadratic: bool = False) -> float | 
     return (observed - expected) / (1 - expected)
 
 
+def _sides(judgments: pl.DataFrame) -> pl.DataFrame:
+    """Judgments with the identity of each side: its evaluation and the responses it judged.
+    Frames without them (one run's judgments) are one evaluation per judge and prompt, and
+    responses per model."""
+    if "evaluation" not in judgments.columns:
+        prompt = ["judge_prompt_sha256"] if "judge_prompt_sha256" in judgments.columns else []
+        judgments = judgments.with_columns(
+            evaluation=pl.concat_str("judge", *prompt, separator="|"), label=pl.col("judge"))
+    if "responses" not in judgments.columns:
+        judgments = judgments.with_columns(responses=pl.col("model"))
+    return judgments
+
+
 def judge_agreement(judgments: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(agreement table, disagreements) for every pair of judges of every model.
+    """(agreement table, disagreements) for every pair of evaluations that judged the same
+    responses (never two judgments of different responses, never one judge's two prompts
+    pooled).
 
     The agreement table has one row per (model, judge_a, judge_b, phase) and OVERALL with n,
     percent_agreement, kappa, quadratic_kappa and the confusion matrix (rows judge_a, columns
-    judge_b, in FAIL, PARTIAL, PASS order); disagreements list each trigger where the two
-    scores differ, with both rationales.
+    judge_b, in FAIL, PARTIAL, PASS order), plus the two sides' labels and evaluation keys;
+    disagreements list each trigger where the two scores differ, with both rationales.
     """
-    scored = judgments.filter(pl.col("status") == "scored").select(
-        "model", "judge", "unique_id_eval", "turn", "sample_index", "phase", "score",
-        "rationale")
-    keys = ["model", "unique_id_eval", "turn", "sample_index", "phase"]
+    scored = _sides(judgments).filter(pl.col("status") == "scored").select(
+        "model", "judge", "evaluation", "label", "responses", "unique_id_eval", "turn",
+        "sample_index", "phase", "score", "rationale")
+    keys = ["unique_id_eval", "turn", "sample_index", "phase"]
     rows, disagreements = [], []
-    for (model,), by_model in scored.group_by("model", maintain_order=True):
-        judges = sorted(by_model["judge"].unique().to_list())
-        for judge_a, judge_b in combinations(judges, 2):
-            both = (by_model.filter(pl.col("judge") == judge_a).drop("judge")
-                    .join(by_model.filter(pl.col("judge") == judge_b).drop("judge"),
-                          on=keys, suffix="_b"))
+    for (_,), same_responses in scored.group_by("responses", maintain_order=True):
+        sides = same_responses.select("evaluation", "label", "judge", "model").unique(
+            "evaluation").sort("label", "evaluation").rows()
+        for (key_a, label_a, judge_a, model), (key_b, label_b, judge_b, _) in \
+                combinations(sides, 2):
+            both = (same_responses.filter(pl.col("evaluation") == key_a).select(
+                        *keys, "score", "rationale")
+                    .join(same_responses.filter(pl.col("evaluation") == key_b).select(
+                        *keys, "score", "rationale"), on=keys, suffix="_b"))
+            identity = {"model": model, "judge_a": judge_a, "judge_b": judge_b}
             for phase in PHASES + (OVERALL,):
                 part = both if phase == OVERALL else both.filter(pl.col("phase") == phase)
                 pairs = list(zip(part["score"].to_list(), part["score_b"].to_list()))
                 matrix = confusion(pairs)
                 n = len(pairs)
                 rows.append({
-                    "model": model, "judge_a": judge_a, "judge_b": judge_b, "phase": phase,
-                    "n": n,
+                    **identity, "phase": phase, "n": n,
                     "percent_agreement": sum(a == b for a, b in pairs) / n if n else None,
                     "kappa": cohen_kappa(matrix),
                     "quadratic_kappa": cohen_kappa(matrix, quadratic=True),
-                    "confusion": matrix,
+                    "confusion": matrix, "label_a": label_a, "label_b": label_b,
+                    "evaluation_a": key_a, "evaluation_b": key_b,
                 })
             for row in both.filter(pl.col("score") != pl.col("score_b")).iter_rows(named=True):
                 disagreements.append({
@@ -88,12 +107,15 @@ def judge_agreement(judgments: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
                     "turn": row["turn"], "phase": row["phase"],
                     "judge_a": judge_a, "score_a": row["score"], "rationale_a": row["rationale"],
                     "judge_b": judge_b, "score_b": row["score_b"],
-                    "rationale_b": row["rationale_b"]})
+                    "rationale_b": row["rationale_b"], "label_a": label_a, "label_b": label_b})
     table = pl.DataFrame(rows, schema={
         "model": pl.String, "judge_a": pl.String, "judge_b": pl.String, "phase": pl.String,
         "n": pl.Int64, "percent_agreement": pl.Float64, "kappa": pl.Float64,
-        "quadratic_kappa": pl.Float64, "confusion": pl.List(pl.List(pl.Int64))})
+        "quadratic_kappa": pl.Float64, "confusion": pl.List(pl.List(pl.Int64)),
+        "label_a": pl.String, "label_b": pl.String, "evaluation_a": pl.String,
+        "evaluation_b": pl.String})
     return table, pl.DataFrame(disagreements, schema={
         "model": pl.String, "unique_id_eval": pl.String, "turn": pl.Int64, "phase": pl.String,
         "judge_a": pl.String, "score_a": pl.String, "rationale_a": pl.String,
-        "judge_b": pl.String, "score_b": pl.String, "rationale_b": pl.String})
+        "judge_b": pl.String, "score_b": pl.String, "rationale_b": pl.String,
+        "label_a": pl.String, "label_b": pl.String})

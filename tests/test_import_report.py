@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from helpers import read_json, run_cli
-from proactflow.exports import upstream_metrics
+from proactflow.exports import metric_values
 from proactflow.stages.leaderboard import bootstrap_interval, build_leaderboard
 from replay import SAMPLE_CORPUS, SAMPLE_RESULTS, SHARED, read_jsonl
 
@@ -39,7 +39,8 @@ def test_import_and_report_reproduce_the_published_labels(tmp_path, capsys):
     expected = label_counts(SAMPLE_RESULTS)
     board = pl.read_csv(out / "leaderboard.csv")
     assert board.columns == ["model", "judge", "phase", "evaluated", "pass", "partial", "fail",
-                             "not_evaluated", "pass_rate", "weighted_score", "ci_low", "ci_high"]
+                             "not_evaluated", "pass_rate", "weighted_score", "ci_low", "ci_high",
+                             "evaluation", "label", "trigger_set", "source"]
     for phase, counts in expected.items():
         row = board.filter(pl.col("phase") == phase).row(0, named=True)
         assert (row["pass"], row["partial"], row["fail"], row["not_evaluated"]) == \
@@ -90,11 +91,7 @@ def test_triggers_missing_from_a_file_are_counted_not_dropped(tmp_path, capsys):
 @pytest.mark.parametrize("path", PUBLISHED_METRICS, ids=lambda p: p.stem)
 def test_metrics_arithmetic_equals_a_published_metrics_file(path):
     published = json.loads(path.read_text())
-    counts = published["aggregate_trigger_stats"]
-    row = {"trigger_stats": counts, "token_usage": {
-        role: {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
-        for role in ("assistant", "judge")}}
-    mine = upstream_metrics([row], pl.DataFrame())
+    mine = {"metrics": metric_values(published["aggregate_trigger_stats"], dialogues=1)}
     for key, value in published["metrics"].items():
         if key == "eval/proactivity_total_dialogues":
             continue  # one synthetic row here stands for all dialogues
