@@ -89,11 +89,17 @@ class ArtifactStore:
         return self.root / "artifacts" / stage / f"{key}.parquet"
 
     def get(self, spec: ArtifactSpec) -> Artifact | None:
-        """The stored artifact for `spec`, or None when it was never written."""
+        """The stored artifact for `spec`, or None when it was never written. A hit is marked as
+        just used (its file time), so that `proactflow gc` keeps what a run in progress reuses."""
         try:
-            return self.get_by_key(spec.stage, spec.key)
+            artifact = self.get_by_key(spec.stage, spec.key)
         except FileNotFoundError:
             return None
+        try:
+            os.utime(artifact.path)
+        except OSError:
+            pass  # a read-only store still serves reads
+        return artifact
 
     def get_by_key(self, stage: str, key: str) -> Artifact:
         """A stored artifact named by its key (for one whose spec is not at hand)."""

@@ -16,7 +16,8 @@ from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.flows.evaluate import evaluate
 from proactflow.pipeline import coverage_problem
 from proactflow.settings import RunSettings
-from proactflow.report import Evaluation, evaluation_of, write_report
+from proactflow.evaluations import Evaluation, evaluation_of
+from proactflow.report import write_report
 from proactflow.stages.leaderboard import build_leaderboard, with_rank_ranges
 from proactflow.sweeps import SweepConfig
 

@@ -20,7 +20,7 @@ import polars as pl
 
 from .cache.artifacts import ArtifactStore
 from .cache.keys import content_key
-from .errors import UserError
+from .run_records import find_record, read_records
 
 
 def safe_name(text: str) -> str:
@@ -174,18 +174,10 @@ def evaluation_of(store: ArtifactStore, judgments_path: Path) -> Evaluation | No
 def judgments_keys_of_runs(store: ArtifactStore, runs: list[str]) -> set[str]:
     """The judgments keys of the run records whose id (or file name) starts with each of
     `runs`; a one-line error for an id that matches no record or several."""
-    records = sorted((store.root / "runs").glob("*.json"))
+    records = read_records(store.root)
     keys = set()
     for wanted in runs:
-        matches = []
-        for path in records:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            if str(record.get("run_id", "")).startswith(wanted) or path.stem.startswith(wanted):
-                matches.append(record)
-        if len(matches) != 1:
-            raise UserError(f"run {wanted!r} matches {len(matches)} run records in "
-                            f"{store.root / 'runs'}: give a longer prefix of its id")
-        key = matches[0].get("artifacts", {}).get("judgments")
+        key = find_record(records, wanted, store.root).artifacts.get("judgments")
         if key:
             keys.add(key)
     return keys

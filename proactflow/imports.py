@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .cache.artifacts import ArtifactSpec, ArtifactStore
 from .errors import UserError
 from .pipeline import materialize_phase_scores, materialize_triggers
+from .run_records import record_name
 from .schemas.arrow import conform, to_frame
 from .schemas.tables import JudgmentRow, ResponseRow
 from .settings import PAPER_JUDGE, CorpusSource, ModelRole, RunSettings, protocol_defaults
@@ -192,11 +195,29 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
                                    "judge_prompt_sha256": UNKNOWN_PROMPT})
     judgment_artifact = store.put(judgments_spec,
                                   conform(to_frame(judgment_rows, JudgmentRow), JudgmentRow))
-    materialize_phase_scores(store, judgment_artifact)
+    scores_artifact, _ = materialize_phase_scores(store, judgment_artifact)
+    _write_import_record(store, path, digest, name, judge, {
+        "triggers": triggers_artifact.key, "responses": responses_spec.key,
+        "judgments": judgments_spec.key, "phase_scores": scores_artifact.key},
+        store.key_material(triggers_artifact.path).get("settings", {}).get("corpus_revision"))
     statuses = Counter(r.status for r in judgment_rows)
     return ImportReport(str(path), name, judge, len(judgment_rows), statuses["scored"],
                         statuses["skipped"], statuses["generation_error"],
                         responses_spec.key, judgments_spec.key, unmatched)
+
+
+def _write_import_record(store: ArtifactStore, path: Path, digest: str, model: str, judge: str,
+                         artifacts: dict[str, str], corpus_revision: str | None) -> None:
+    """A run record for the import, so `runs ls` lists it and `gc` keeps what it stored."""
+    started = datetime.now(timezone.utc)
+    run_id = uuid.uuid4().hex
+    store.write_json(record_name(started, run_id), {
+        "run_id": run_id, "flow": "import", "started": started.isoformat(),
+        "finished": started.isoformat(), "complete": True,
+        "imported_file": str(path), "imported_file_sha256": digest,
+        "model_under_test": {"model": model}, "judge": {"model": judge},
+        "judge_prompt_sha256": UNKNOWN_PROMPT, "corpus_revision": corpus_revision,
+        "artifacts": artifacts})
 
 
 def _judgment(base: dict[str, Any], judge: str, **fields: Any) -> JudgmentRow:

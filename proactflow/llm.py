@@ -22,10 +22,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 import litellm
 
 from .cache.calls import CallCache
-from .chat import (ChatOutcome, ChatRequest, OutcomeStatus, api_key_for,  # noqa: F401
-                   reply_status)
+from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
 from .errors import EndpointDown, ProviderRejected
-from .pools import run_bounded, run_pool  # noqa: F401  (re-exported)
 from .provider_errors import AttemptFailed, classify
 from .ratelimit import AdaptiveLimit, SharedPacer
 from .settings import ModelRole, RuntimeOptions

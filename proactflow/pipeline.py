@@ -19,7 +19,8 @@ from .cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
 from .cache.calls import CallCache
 from .errors import UserError
 from .endpoints import endpoint_fingerprint
-from .llm import ChatClient, api_key_for
+from .chat import api_key_for
+from .llm import ChatClient
 from .ratelimit import SharedPacer
 from .schemas.arrow import conform
 from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow

@@ -18,7 +18,8 @@ from .cache.calls import CallCache
 from .errors import UserError
 from .endpoints import endpoint_url, get_request
 from .effective import wire_params
-from .llm import ChatRequest, api_key_for, estimated_cost
+from .chat import ChatRequest, api_key_for
+from .llm import estimated_cost
 from .settings import ModelRole, RunSettings
 from .sources import JudgePrompt
 from .stages.judgments import judge_request

@@ -13,6 +13,7 @@ import polars as pl
 
 from .llm import estimated_cost
 from .pipeline import StageReport, open_store
+from .run_records import record_name
 from .settings import RunSettings
 
 _VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",
@@ -96,5 +97,4 @@ def write_run_record(settings: RunSettings, *, run_id: str, flow: str, started: 
         "stages": [r.as_dict() for r in reports], "outputs": outputs, "usage": usage,
         "versions": package_versions(),
     }
-    return open_store(settings).write_json(
-        f"runs/{started.strftime('%Y%m%dT%H%M%SZ')}-{run_id[:8]}.json", record)
+    return open_store(settings).write_json(record_name(started, run_id), record)

@@ -19,8 +19,7 @@ import polars as pl
 
 from .cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
 from .errors import UserError
-from .evaluations import (Evaluation, distinguish, evaluation_of, file_names,  # noqa: F401
-                          safe_name, stored_evaluations)
+from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
 from .exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
 from .stages.agreement import judge_agreement

@@ -86,7 +86,7 @@ def agreement_section(table: pl.DataFrame, disagreements: pl.DataFrame) -> str:
             for score, counts in zip(ORDER, row["confusion"]))
         matrices.append(f"<p>{html.escape(row['model'])}</p><table><thead><tr><th></th>{head}"
                         f"</tr></thead><tbody>{body}</tbody></table>")
-    return (f"<h2>Judge agreement</h2>"
+    return ("<h2>Judge agreement</h2>"
             + table_html(table.drop("confusion", "evaluation_a", "evaluation_b"),
                          ("percent_agreement",)) +
             f"<h2>Confusion matrices (all phases)</h2>{''.join(matrices)}"

@@ -34,7 +34,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_seria
 from .effective import safety_settings_off
 from .errors import UserError
 from .redaction import redact_url
-from .report import safe_name
+from .evaluations import safe_name
 from .settings import (CorpusSource, ModelRole, Role, RunSettings, RuntimeOptions, default_store,
                        role_generation)
 

@@ -1,0 +1,236 @@
+"""Options shared by the commands: value checks, role and store options, run settings."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..effective import safety_settings_off
+from ..errors import UserError
+from ..settings import (DEFAULT_STORE_ENV, CorpusSource, ModelRole, RunSettings, RuntimeOptions,
+                        default_store, role_generation)
+
+EXIT_LOW_COVERAGE = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+EPILOG = """\
+examples:
+  proactflow run --eval-model gpt-4o-mini --judge-model gpt-5.4
+  proactflow run --eval-model openai/my-model --eval-api-base http://localhost:8000/v1 \\
+                 --judge-model openai/judge --judge-api-base http://localhost:8001/v1 \\
+                 --corpus final_dialogues.jsonl --limit 20 --out results/my-model
+  proactflow rejudge --eval-model openai/my-model --eval-api-base http://localhost:8000/v1 \\
+                 --judge-model anthropic/claude-opus-4-7 --judge-max-tokens 32000
+
+Keys come from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, ... or the variable named by
+--eval-api-key-env / --judge-api-key-env); they are never stored or logged. Every finished call
+is cached in the store: re-running a command repeats no finished call.
+"""
+
+
+def optional_float(text: str) -> float | None:
+    if text.lower() in ("none", "null", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") from None
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.95 or 95%, "
+                                         f"got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {text!r}")
+    return value
+
+
+def optional_str(text: str) -> str | None:
+    return None if text.lower() in ("none", "null", "off") else text
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def phases_list(text: str) -> tuple[str, ...]:
+    phases = tuple(p.strip().upper() for p in text.split(",") if p.strip())
+    unknown = [p for p in phases if p not in ("EMERGENT", "CRITICAL", "RECOVERY")]
+    if unknown or not phases:
+        raise argparse.ArgumentTypeError(
+            f"phases are EMERGENT, CRITICAL, RECOVERY (comma-separated); got {text!r}")
+    return phases
+
+
+def age(text: str):
+    from ..store_gc import parse_age
+
+    try:
+        return parse_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def judge_list(text: str) -> list[str]:
+    judges = [j.strip() for j in text.split(",") if j.strip()]
+    if len(judges) < 2 or len(set(judges)) != len(judges):
+        raise argparse.ArgumentTypeError(f"expected two or more distinct judges, got {text!r}")
+    return judges
+
+
+def add_store_option(parser) -> None:
+    parser.add_argument("--store", metavar="DIR", default=None,
+                        help=f"artifact store root (default: ${DEFAULT_STORE_ENV} or "
+                             "./.proactflow)")
+
+
+def add_selection_options(parser) -> None:
+    group = parser.add_argument_group(
+        "which evaluations (default: every complete one in the store; an evaluation is one "
+        "judgments artifact, so two prompts, settings or trigger sets are separate rows)")
+    group.add_argument("--run", action="append", metavar="ID",
+                       help="only the evaluation of this run (a prefix of its id or record "
+                            "file name; repeatable; see 'proactflow runs ls')")
+    group.add_argument("--model", dest="select_models", action="append", metavar="MODEL",
+                       help="only evaluations of this model under test (repeatable)")
+    group.add_argument("--corpus-revision", metavar="REV",
+                       help="only evaluations on this corpus revision (a prefix)")
+    group.add_argument("--include-incomplete", action="store_true",
+                       help="also evaluations whose calls partly failed (their missing "
+                            "triggers are counted as not evaluated)")
+
+
+def selected_evaluations(args: argparse.Namespace, store):
+    from ..evaluations import stored_evaluations
+
+    return stored_evaluations(store, runs=args.run, models=args.select_models,
+                              corpus_revision=args.corpus_revision,
+                              include_incomplete=args.include_incomplete)
+
+
+def add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
+                      required: bool, default_model: str | None) -> None:
+    group = parser.add_argument_group(f"{label} ({prefix}-*)")
+    group.add_argument(f"--{prefix}-model", required=required, default=default_model,
+                       metavar="MODEL",
+                       help=f"litellm model string of the {label}, e.g. gpt-4o-mini, "
+                            "anthropic/claude-opus-4-7, openai/NAME with --%s-api-base"
+                            % prefix + (f" (default: {default_model})" if default_model else ""))
+    group.add_argument(f"--{prefix}-api-base", metavar="URL",
+                       help="OpenAI-compatible endpoint (vLLM, Ollama, a proxy), e.g. "
+                            "http://localhost:8000/v1")
+    group.add_argument(f"--{prefix}-api-key-env", metavar="VAR",
+                       help="environment variable holding this role's API key (default: the "
+                            "provider's usual one; not needed for a local openai/ endpoint)")
+    group.add_argument(f"--{prefix}-temperature", type=optional_float, metavar="T",
+                       default=argparse.SUPPRESS,
+                       help="sampling temperature, or 'none' to send none (default: 0.7; 1.0 "
+                            "for reasoning models)")
+    group.add_argument(f"--{prefix}-max-tokens", type=positive_int, metavar="N",
+                       default=argparse.SUPPRESS,
+                       help="max new tokens (default: %s; 32768 for reasoning models)"
+                            % ("8192" if prefix == "eval" else "32768"))
+    group.add_argument(f"--{prefix}-top-p", type=optional_float, metavar="P",
+                       default=argparse.SUPPRESS,
+                       help="top_p, or 'none' (default: 1.0; none for reasoning models)")
+    group.add_argument(f"--{prefix}-reasoning-effort", type=optional_str, metavar="LEVEL",
+                       default=argparse.SUPPRESS,
+                       help="reasoning effort for reasoning models, or 'none' (default: %s)"
+                            % ("none" if prefix == "eval" else "medium for reasoning models"))
+    group.add_argument(f"--{prefix}-gemini-safety-off", action="store_true",
+                       help="Gemini only: send its four harm filters at BLOCK_NONE, as the "
+                            "benchmark's own Gemini client does (enters the cache key)")
+    group.add_argument(f"--{prefix}-revision", metavar="LABEL",
+                       help="a label of your own for what serves this model (checkpoint, "
+                            "deployment date): a new label asks every call again instead of "
+                            "reusing cached answers")
+    if prefix == "eval":
+        group.add_argument("--eval-system-prompt", metavar="TEXT_OR_@FILE",
+                           help="system prompt for the model under test (default: none, as in "
+                                "the protocol); @path reads it from a file")
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line: the usage text of a long command would bury the mistake."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def role_from_args(args: argparse.Namespace, prefix: str) -> ModelRole:
+    model = getattr(args, f"{prefix}_model")
+    explicit: dict[str, Any] = {}
+    for field in ("temperature", "max_tokens", "top_p", "reasoning_effort"):
+        attribute = f"{prefix}_{field}"
+        if hasattr(args, attribute):  # given on the command line ('none' gives None)
+            explicit[field] = getattr(args, attribute)
+    system_prompt = getattr(args, "eval_system_prompt", None) if prefix == "eval" else None
+    if system_prompt and system_prompt.startswith("@"):
+        try:
+            system_prompt = Path(system_prompt[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot read system prompt file {system_prompt[1:]}: "
+                            f"{exc.strerror}") from None
+    if system_prompt:
+        explicit["system_prompt"] = system_prompt
+    if getattr(args, f"{prefix}_gemini_safety_off", False):
+        safety_settings_off(model)  # a one-line error for a model without these filters
+        explicit["gemini_safety_off"] = True
+    generation, deviations = role_generation(
+        "model_under_test" if prefix == "eval" else "judge", model, explicit)
+    return ModelRole(model=model, api_base=getattr(args, f"{prefix}_api_base"),
+                     api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation,
+                     deviations=deviations, revision=getattr(args, f"{prefix}_revision", None))
+
+
+def settings_from_args(args: argparse.Namespace) -> RunSettings:
+    return RunSettings(
+        model_under_test=role_from_args(args, "eval"),
+        judge=role_from_args(args, "judge"),
+        corpus=CorpusSource(path=args.corpus, revision=args.revision, limit=args.limit,
+                            phases=args.phases),
+        samples=args.samples,
+        judge_prompt_file=args.judge_prompt,
+        judge_response_format=args.judge_response_format,
+        store=args.store or default_store(),
+        out=args.out,
+        runtime=RuntimeOptions(concurrency=args.concurrency, timeout_s=args.timeout,
+                               max_attempts=args.max_attempts,
+                               retry_base_delay_s=args.retry_delay, rpm=args.rpm,
+                               tpm=args.tpm, judge_parse_attempts=args.judge_attempts,
+                               down_after_s=args.down_after),
+        refresh=args.refresh,
+        min_coverage=args.min_coverage,
+    )

@@ -1,0 +1,220 @@
+"""The command line: every command, option and help text in one place."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..settings import PAPER_JUDGE
+from .options import (EPILOG, Parser, add_role_options, add_selection_options,
+                      add_store_option, age, fraction, judge_list, non_negative_float,
+                      phases_list, positive_float, positive_int)
+from .running import run_command
+from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
+                             runs_rm_command, runs_show_command)
+from .sweeping import serve_command, sweep_command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="proactflow",
+        description="Measure how proactive an LLM is on ProactBench: regenerate the assistant "
+                    "reply at each of the corpus's trigger points, have a judge score it against "
+                    "the trigger's rubric, and report PASS/PARTIAL/FAIL rates per phase. Every "
+                    "stage is a cached Parquet artifact, run as a Prefect flow.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    specs = {
+        "run": "generate responses, judge them and score each phase",
+        "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
+        "status": "show what the store holds for these settings: calls cached, failed and "
+                  "still to make, and each stage's artifact; makes no call",
+    }
+    for name, summary in specs.items():
+        sub = commands.add_parser(name, help=summary, description=summary + ".",
+                                  formatter_class=argparse.RawDescriptionHelpFormatter,
+                                  epilog=EPILOG)
+        add_role_options(sub, "eval", "model under test", required=name != "rejudge",
+                          default_model=None)
+        add_role_options(sub, "judge", "judge", required=False, default_model=PAPER_JUDGE)
+        judge = sub.add_argument_group("judge prompt")
+        judge.add_argument("--judge-prompt", metavar="FILE",
+                           help="judge system prompt file (default: the upstream prompt, "
+                                "downloaded once at its pinned commit and cached in the store)")
+        judge.add_argument("--judge-attempts", type=positive_int, default=4, metavar="N",
+                           help="judge calls per response while its reply is not a valid "
+                                "verdict (malformed JSON, unknown score), before it becomes a "
+                                "judge_error row (default: 4)")
+        judge.add_argument("--judge-response-format", default="json_schema",
+                           choices=("json_schema", "json_object", "none"),
+                           help="structured output requested from the judge (default: "
+                                "json_schema; use json_object or none for servers without it)")
+        corpus = sub.add_argument_group("corpus")
+        corpus.add_argument("--corpus", metavar="FILE",
+                            help="local final_dialogues.jsonl (default: bosonai/proactbench "
+                                 "from the Hugging Face hub)")
+        corpus.add_argument("--revision", metavar="REV",
+                            help="hub revision (commit sha, tag, branch) to pin; the commit "
+                                 "actually used is recorded either way")
+        corpus.add_argument("--limit", type=positive_int, metavar="N",
+                            help="evaluate only the first N dialogues")
+        corpus.add_argument("--samples", type=positive_int, default=1, metavar="K",
+                            help="draw K responses per trigger and judge each (default: 1); "
+                                 "with K > 1, --out adds trigger_scores.csv with each trigger's "
+                                 "mean score and its variance across samples")
+        corpus.add_argument("--phases", type=phases_list, metavar="LIST",
+                            default=("EMERGENT", "CRITICAL", "RECOVERY"),
+                            help="comma-separated phases to evaluate (default: all three)")
+        where = sub.add_argument_group("store and outputs")
+        add_store_option(where)
+        where.add_argument("--out", metavar="DIR",
+                           help="also write phase_scores.csv/.parquet, results.jsonl and "
+                                "metrics.json (upstream's shapes) here")
+        run = sub.add_argument_group("execution")
+        run.add_argument("--concurrency", type=positive_int, default=16, metavar="N",
+                         help="calls in flight per role (default: 16)")
+        run.add_argument("--timeout", type=positive_float, metavar="SECONDS",
+                         help="per-call timeout; a call that times out is not retried, the "
+                              "provider may have billed it (default: 60 s + 40 ms per max "
+                              "token: 388 s at 8192)")
+        run.add_argument("--max-attempts", type=positive_int, default=6, metavar="N",
+                         help="tries per call on 429/5xx/timeouts, with exponential backoff "
+                              "(default: 6)")
+        run.add_argument("--retry-delay", type=non_negative_float, default=1.0,
+                         metavar="SECONDS",
+                         help="first backoff delay, doubled on each retry up to 60 s, with "
+                              "jitter; a Retry-After header wins when longer (default: 1)")
+        run.add_argument("--down-after", type=positive_float, default=60.0, metavar="SECONDS",
+                         help="declare the endpoint down and stop after this long without a "
+                              "successful call while calls keep failing; 429s (rate limiting) "
+                              "never count (default: 60)")
+        run.add_argument("--refresh", choices=("responses", "judgments", "all"),
+                         help="ask again instead of reusing cached answers of that stage (a "
+                              "model or judge that changed behind the same name)")
+        run.add_argument("--min-coverage", type=fraction, metavar="FRACTION",
+                         help="exit with status 1 when fewer than this share of the triggers "
+                              "is scored (e.g. 0.95); default: when any trigger was lost to a "
+                              "failed call")
+        run.add_argument("--rpm", type=positive_float, metavar="N",
+                         help="at most N requests per minute per role, shared by every run "
+                              "using the same store (default: no limit)")
+        run.add_argument("--tpm", type=positive_float, metavar="N",
+                         help="at most N tokens (prompt + completion) per minute per role, "
+                              "shared likewise; paced on estimates, corrected by actual usage")
+        run.add_argument("--dry-run", action="store_true",
+                         help="validate, check access and print the plan; make no call")
+        if name == "rejudge":
+            judge.add_argument("--all-models", action="store_true",
+                               help="instead of --eval-model: re-judge the stored responses of "
+                                    "every complete evaluation in the store (runs and imports "
+                                    "alike; narrowed by --limit/--phases and the options "
+                                    "below), after printing the plan; --dry-run stops there")
+            add_selection_options(sub)
+            judge.add_argument("--judges", type=judge_list, metavar="A,B,...",
+                               help="re-judge with each of these judges in turn (same "
+                                    "--judge-* options for all), then report their agreement: "
+                                    "percent agreement, Cohen's kappa, quadratic-weighted kappa, "
+                                    "confusion matrices and the disagreeing triggers")
+        sub.set_defaults(handler=run_command)
+
+    imports = commands.add_parser(
+        "import", help="store published per-dialogue results files as responses + judgments",
+        description="Store upstream per-dialogue results files (*_results.jsonl, as released "
+                    "for the published models) as responses and judgments, labelled with their "
+                    "model and judge, so they can be reported, compared or re-judged without "
+                    "paying for generation. Triggers of the corpus missing from a file are "
+                    "recorded as generation errors.")
+    imports.add_argument("files", nargs="+", metavar="FILE", help="results files to import")
+    imports.add_argument("--corpus", required=True, metavar="PATH",
+                         help="the corpus the results were produced on (final_dialogues.jsonl)")
+    add_store_option(imports)
+    imports.add_argument("--judge-model", default=PAPER_JUDGE, metavar="NAME",
+                         help=f"the judge that labelled the files (default: {PAPER_JUDGE})")
+    imports.add_argument("--model", metavar="NAME",
+                         help="model name to record (default: the file's evaluated_model, or "
+                              "its file name when that is a placeholder); one FILE only")
+    imports.set_defaults(handler=import_command)
+
+    report = commands.add_parser(
+        "report", help="leaderboard with confidence intervals, metrics and an HTML report",
+        description="Build a leaderboard over every (model, judge) in the store with 95 %% "
+                    "bootstrap intervals that resample dialogues, upstream-shaped metrics per "
+                    "(model, judge), and a self-contained report.html.")
+    add_store_option(report)
+    report.add_argument("--out", required=True, metavar="DIR",
+                        help="writes leaderboard.csv/.parquet, report.html and "
+                             "metrics/<model>__<judge>.json here")
+    report.add_argument("--bootstrap", type=positive_int, default=1000, metavar="N",
+                        help="bootstrap resamples (default: 1000)")
+    report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    add_selection_options(report)
+    report.set_defaults(handler=report_command)
+
+    sweep = commands.add_parser(
+        "sweep", help="evaluate many models from a TOML file, then build a leaderboard",
+        description="Evaluate every model of a sweep file with every judge (each an 'evaluate' "
+                    "subflow, all at once), then write a leaderboard. A model that fails does "
+                    "not stop the others. Exit status 1 when any failed. See proactflow/sweeps.py "
+                    "or the README for the file format.")
+    sweep.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
+    sweep.set_defaults(handler=sweep_command)
+
+    serve = commands.add_parser(
+        "serve", help="run a sweep on a cron schedule in this process (no work pool needed)",
+        description="Serve the sweep flow with a cron schedule from this process (Prefect's "
+                    "flow.serve): it runs the sweep file at every tick until stopped. Schedules "
+                    "need a real Prefect server: start one with 'prefect server start' and set "
+                    "PREFECT_API_URL.")
+    serve.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
+    serve.add_argument("--cron", default="0 2 * * *", metavar="EXPR",
+                       help="cron schedule in UTC (default: '0 2 * * *', 02:00 daily)")
+    serve.add_argument("--name", default="nightly-sweep", help="deployment name "
+                       "(default: nightly-sweep)")
+    serve.set_defaults(handler=serve_command)
+    _add_store_admin_commands(commands)
+    return parser
+
+
+def _add_store_admin_commands(commands) -> None:
+    runs = commands.add_parser(
+        "runs", help="list, show or remove the run records of the store",
+        description="Every run, rejudging and import leaves a record in <store>/runs/ naming "
+                    "its settings, numbers and artifacts. Removing a record keeps its artifacts "
+                    "until 'proactflow gc' finds no other record needing them.")
+    actions = runs.add_subparsers(dest="runs_action", required=True, metavar="ACTION")
+    listing = actions.add_parser("ls", help="one line per run, newest first",
+                                 description="One line per run record, newest first: its name "
+                                             "(usable wherever a run id is asked for), flow, "
+                                             "whether it completed, model and judge.")
+    add_store_option(listing)
+    listing.set_defaults(handler=runs_ls_command)
+    show = actions.add_parser("show", help="print one run record",
+                              description="Print one run record (JSON).")
+    show.add_argument("run", metavar="ID", help="a prefix of the run's id or record name")
+    add_store_option(show)
+    show.set_defaults(handler=runs_show_command)
+    remove = actions.add_parser("rm", help="remove run records (their artifacts stay until gc)",
+                                description="Remove run records. Artifacts stay until 'proactflow "
+                                            "gc', which keeps those another record needs.")
+    remove.add_argument("runs", nargs="+", metavar="ID",
+                        help="prefixes of run ids or record names")
+    add_store_option(remove)
+    remove.set_defaults(handler=runs_rm_command)
+
+    gc = commands.add_parser(
+        "gc", help="remove old run records and the artifacts no kept run needs",
+        description="Remove the run records beyond the newest N of each model/judge pair "
+                    "and/or older than AGE (both given: a record goes when it is beyond the "
+                    "newest N and older than AGE), then every artifact that no kept record "
+                    "needs, following each artifact's inputs. Artifacts written or reused in "
+                    "the last 24 hours always stay (a run in progress writes its record at its "
+                    "end). The per-call cache is not touched.",
+        epilog="examples:\n  proactflow gc --keep-latest 7 --dry-run\n"
+               "  proactflow gc --keep-latest 3 --older-than 30d",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    gc.add_argument("--keep-latest", type=positive_int, metavar="N",
+                    help="keep the newest N runs of each model under test and judge")
+    gc.add_argument("--older-than", type=age, metavar="AGE",
+                    help="remove only runs started longer ago than AGE: 90m, 12h, 30d, 2w")
+    gc.add_argument("--dry-run", action="store_true", help="print what would go; remove nothing")
+    add_store_option(gc)
+    gc.set_defaults(handler=gc_command)

@@ -1,0 +1,130 @@
+"""`rejudge --judges` and `rejudge --all-models`: several judges, stored responses, agreement."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..evaluations import safe_name
+from ..settings import RunSettings, default_store
+from .options import settings_from_args
+from .running import coverage_status, preflight, print_scores, quiet_console_tracebacks, run_flow
+
+
+def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
+    """Re-judge the cached responses with each judge in turn, then report their agreement."""
+    base_out = args.out
+    frames = []
+    for judge in judges:
+        one = argparse.Namespace(**{**vars(args), "judge_model": judge, "judges": None,
+                                    "out": str(Path(base_out) / safe_name(judge)) if base_out
+                                    else None})
+        settings = settings_from_args(one)
+        print(f"== judge {judge}")
+        if not preflight(one, settings):
+            continue
+        result = run_flow("rejudge", settings)
+        print_scores(result["scores"], result["complete"])
+        frames.append(judgments_of(settings, result))
+    if len(frames) > 1:
+        report_agreement(frames, base_out)
+    return 0
+
+
+def rejudge_all(args: argparse.Namespace) -> int:
+    """Re-judge the stored responses of every selected evaluation with each judge, after
+    printing the plan; then compare the judges."""
+    from ..cache.artifacts import ArtifactStore
+    from ..pipeline import load_judge_prompt, open_call_cache
+    from ..preflight import check_access, make_plan
+    from ..rejudge_all import plan_lines, run_rejudge, select_stored_responses
+
+    store = ArtifactStore(args.store or default_store())
+    entries = select_stored_responses(
+        store, runs=args.run, models=args.select_models, corpus_revision=args.corpus_revision,
+        include_incomplete=args.include_incomplete, limit=args.limit, phases=args.phases)
+    judges = args.judges or [args.judge_model]
+    runs, counts = [], {}
+    calls = open_call_cache(store)
+    try:
+        for judge in judges:
+            probe = settings_from_args(argparse.Namespace(**{
+                **vars(args), "judge_model": judge, "eval_model": "stored", "out": None}))
+            prompt = load_judge_prompt(probe, store)
+            if not args.dry_run:
+                check_access(probe.judge, "judge")
+            for entry in entries:
+                name = f"{safe_name(entry.model)}__{safe_name(judge)}"
+                if sum(e.model == entry.model for e in entries) > 1:  # keep folders apart
+                    name += f"__{entry.responses_key[:10]}"
+                out = str(Path(args.out) / name) if args.out else None
+                settings = probe.model_copy(update={"out": out, "model_under_test":
+                                                    probe.model_under_test.model_copy(
+                                                        update={"model": entry.model})})
+                plan = make_plan(settings, store.get_by_key("triggers", entry.triggers_key),
+                                 calls, prompt,
+                                 store.get_by_key("responses", entry.responses_key).frame())
+                counts[(entry.responses_key, judge)] = (plan.judge_calls, plan.judge_cached)
+                runs.append((judge, entry, settings))
+    finally:
+        calls.close()
+    for line in plan_lines(entries, judges, counts):
+        print(line, flush=True)
+    if args.dry_run:
+        return 0
+    frames, status = [], 0
+    for judge, entry, settings in runs:
+        print(f"== {entry.model} ({entry.source}, {entry.trigger_set.describe()}) judged by "
+              f"{judge}")
+        quiet_console_tracebacks()
+        result = run_rejudge(settings, entry)
+        print_scores(result["scores"], result["complete"])
+        frames.append(judgments_of(settings, result))
+        status = max(status, coverage_status(result["scores"], settings.min_coverage))
+    if len(judges) > 1:
+        report_agreement(frames, args.out)
+    return status
+
+
+def judgments_of(settings: RunSettings, result: dict[str, Any]):
+    """The judgments table a flow run produced."""
+    import polars as pl
+
+    from ..cache.artifacts import ArtifactStore
+
+    key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
+    return pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key))
+
+
+def report_agreement(frames: list, out: str | None) -> None:
+    """Print the judges' agreement and, with --out, write agreement.csv and disagreements.csv."""
+    import polars as pl
+
+    from ..report import write_agreement
+    from ..stages.agreement import judge_agreement
+
+    table, disagreements = judge_agreement(pl.concat(frames))
+    print_agreement(table)
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        write_agreement(Path(out), table, disagreements)
+        print(f"wrote {Path(out) / 'agreement.csv'}\nwrote {Path(out) / 'disagreements.csv'}")
+
+
+def print_agreement(table) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    view = Table(title="Judge agreement (scored by both)")
+    for column in ("model", "judge A", "judge B", "phase", "n", "agree %", "kappa",
+                   "quadratic kappa"):
+        view.add_column(column)
+    for row in table.iter_rows(named=True):
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        view.add_row(row["model"], row["judge_a"], row["judge_b"], row["phase"], str(row["n"]),
+                     "-" if row["percent_agreement"] is None
+                     else f"{100 * row['percent_agreement']:.1f}",
+                     fmt(row["kappa"]), fmt(row["quadratic_kappa"]))
+    Console(width=None if sys.stdout.isatty() else 140).print(view)

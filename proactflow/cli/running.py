@@ -1,0 +1,214 @@
+"""`run`, `rejudge` and `status`: preflight, the flow run and what it prints."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import sys
+import threading
+from typing import Any
+
+from ..errors import UserError
+from ..settings import RunSettings
+from .options import EXIT_LOW_COVERAGE, settings_from_args
+
+
+def print_scores(scores: list[dict[str, Any]], complete: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.1f}"
+
+    if not scores:
+        return
+    table = Table(title=f"ProactBench: {scores[0]['model']} judged by {scores[0]['judge']}")
+    for column in ("phase", "triggers", "evaluated", "pass", "partial", "fail",
+                   "not evaluated", "pass %", "partial %", "weighted %"):
+        table.add_column(column, justify="left" if column == "phase" else "right")
+    for row in scores:
+        table.add_row(row["phase"], str(row["triggers"]), str(row["evaluated"]),
+                      str(row["pass"]), str(row["partial"]), str(row["fail"]),
+                      str(row["not_evaluated"]), pct(row["pass_rate"]),
+                      pct(row["partial_rate"]), pct(row["weighted_score"]))
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    console.print(table)
+    if not complete:
+        console.print("[yellow]Some calls failed (counted as not evaluated above). Run the same "
+                      "command again to retry only those.[/yellow]")
+
+
+class _NoUserErrorTraceback(logging.Filter):
+    """Keeps Prefect's console lines about a user-fixable failure (and about the stage stopped by
+    it) but drops the traceback: the CLI ends with the one-line error. The Prefect UI still gets
+    the full record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from ..streaming import StageAborted
+
+        if record.exc_info and isinstance(record.exc_info[1], (UserError, StageAborted)):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def quiet_console_tracebacks() -> None:
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging()
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _NoUserErrorTraceback) for f in handler.filters):
+            handler.addFilter(_NoUserErrorTraceback())
+
+
+def preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
+    """Validate, check access and print the plan; True when the flow should run.
+
+    Kept apart from the run so that the corpus and tables it loads are freed before the flow
+    starts (the flow reloads what it needs from the store).
+    """
+    from ..pipeline import (load_judge_prompt, materialize_triggers, open_call_cache,
+                           open_store, stored_responses, with_endpoint_fingerprints)
+    from ..preflight import check_access, make_plan, stage_states
+    from ..sources import locate_corpus
+
+    regenerate = args.command != "rejudge"
+    store = open_store(settings)
+    corpus = locate_corpus(settings.corpus)
+    triggers, _ = materialize_triggers(settings, store, corpus)  # validates a new corpus
+    prompt = load_judge_prompt(settings, store)
+    if args.command == "run":
+        check_access(settings.model_under_test, "model under test")
+    if args.command != "status":
+        check_access(settings.judge, "judge")
+    # The plan's cached counts use the keys the run will use, fingerprints included.
+    settings = with_endpoint_fingerprints(
+        settings, ("judge",) if args.command == "rejudge" else ("model_under_test", "judge"))
+    calls = open_call_cache(store)
+    try:
+        responses = None if regenerate else stored_responses(settings, store, triggers).frame()
+        plan = make_plan(settings, triggers, calls, prompt, responses)
+    finally:
+        calls.close()
+    for line in plan.lines(settings, corpus.revision, regenerate):
+        print(line, flush=True)
+    if settings.refresh:
+        print(f"refresh     {settings.refresh}: cached answers of "
+              f"{'both stages' if settings.refresh == 'all' else 'the ' + settings.refresh}"
+              " are asked again", flush=True)
+    if args.command == "status":
+        for line in stage_states(settings, store, triggers, prompt):
+            print(line)
+        return False
+    return not args.dry_run
+
+
+def _start_temporary_prefect_server() -> threading.Thread | None:
+    """Without PREFECT_API_URL, Prefect starts a temporary server at the first flow run, which
+    takes seconds: start it in the background now, while the preflight checks run."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return None
+
+    def start() -> None:
+        from prefect.server.api.server import SubprocessASGIServer
+
+        SubprocessASGIServer().start()
+
+    thread = threading.Thread(target=start, name="prefect-server-start", daemon=True)
+    thread.start()
+    return thread
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from .rejudging import rejudge_all, rejudge_many  # they build on this module
+
+    if args.command == "rejudge":
+        if getattr(args, "all_models", False):
+            return rejudge_all(args)
+        if not args.eval_model:
+            raise UserError("rejudge needs --eval-model MODEL (with the settings of the run that "
+                            "produced the responses) or --all-models")
+    judges = getattr(args, "judges", None)
+    if judges:
+        return rejudge_many(args, judges)
+    settings = settings_from_args(args)
+    if args.command != "status" and not args.dry_run:
+        check_prefect_server()
+    starting = None if args.command == "status" or args.dry_run \
+        else _start_temporary_prefect_server()
+    if not preflight(args, settings):
+        return 0
+    gc.collect()
+    # Everything alive now (imported modules, mostly) lives for the whole run: keep the
+    # collector from walking it again on each of the run's many collections.
+    gc.freeze()
+    if starting is not None:
+        starting.join()  # the flow's client must find the server up, not half started
+    result = run_flow(args.command, settings)
+    print_scores(result["scores"], result["complete"])
+    print_usage(result["usage"])
+    for path in result["outputs"].values():
+        print(f"wrote {path}")
+    print(f"run record: {result['record']}")
+    return coverage_status(result["scores"], settings.min_coverage)
+
+
+def _dollars(cost: float | str) -> str:
+    return f"${cost:.4f}" if cost != "unknown" else "unknown (not in litellm's price map)"
+
+
+def print_usage(usage: dict[str, Any]) -> None:
+    for role, used in usage.items():
+        print(f"{role.replace('_', ' ')} {used['model']}: paid this run "
+              f"{used['paid_prompt_tokens']} prompt + {used['paid_completion_tokens']} "
+              f"completion tokens, {_dollars(used['paid_cost_usd'])}; results worth "
+              f"{used['prompt_tokens']} + {used['completion_tokens']} tokens, "
+              f"{_dollars(used['estimated_cost_usd'])}")
+
+
+def coverage_status(scores: list[dict[str, Any]], min_coverage: float | None) -> int:
+    """1 when too few triggers were scored, so that cron and CI see a bad night; else 0."""
+    from ..pipeline import coverage_problem
+
+    problem = coverage_problem(scores, min_coverage)
+    if problem is None:
+        return 0
+    print(f"proactflow: {problem}", file=sys.stderr)
+    return EXIT_LOW_COVERAGE
+
+
+def check_prefect_server() -> None:
+    """A Prefect server named by PREFECT_API_URL must answer before any work starts."""
+    import urllib.error
+    import urllib.request
+
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5):
+            pass
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"the Prefect server at {url} (PREFECT_API_URL) does not answer "
+                        f"({reason}): start it with 'prefect server start', or unset "
+                        "PREFECT_API_URL to use a temporary one") from None
+
+
+def run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
+    from prefect import tags
+
+    from ..flows.evaluate import evaluate, rejudge
+
+    quiet_console_tracebacks()
+    with tags("proactbench", f"model:{settings.model_under_test.model}",
+              f"judge:{settings.judge.model}"):
+        return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))

@@ -1,0 +1,87 @@
+"""Commands over the store: `import`, `report`, `runs`, `gc`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import UserError
+from ..settings import default_store
+from .options import selected_evaluations
+
+
+def import_command(args: argparse.Namespace) -> int:
+    from ..cache.artifacts import ArtifactStore
+    from ..imports import import_results
+
+    if args.model and len(args.files) > 1:
+        raise UserError("--model names one file's model: import the files one at a time")
+    store = ArtifactStore(args.store or default_store())
+    for file in args.files:
+        done = import_results(Path(file), args.corpus, store, judge=args.judge_model,
+                              model=args.model)
+        print(f"{file}: {done.model} judged by {done.judge}: {done.scored} of "
+              f"{done.corpus_triggers} corpus triggers scored, {done.skipped} skipped, "
+              f"{done.missing} missing from the file"
+              + (f"; {done.unmatched} rows of the file match no dialogue of the corpus"
+                 if done.unmatched else ""))
+    return 0
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from ..cache.artifacts import ArtifactStore
+    from ..report import write_report
+
+    store = ArtifactStore(args.store or default_store())
+    done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
+                        evaluations=selected_evaluations(args, store))
+    for line in done["coverage"]:
+        print(line)
+    for path in done["paths"].values():
+        print(f"wrote {path}")
+    return 0
+
+
+def runs_ls_command(args: argparse.Namespace) -> int:
+    from ..run_records import listing_lines, read_records
+
+    root = Path(args.store or default_store()).expanduser()
+    for line in listing_lines(read_records(root), root):
+        print(line)
+    return 0
+
+
+def runs_show_command(args: argparse.Namespace) -> int:
+    from ..run_records import find_record, read_records
+
+    root = Path(args.store or default_store()).expanduser()
+    record = find_record(read_records(root), args.run, root)
+    print(json.dumps(record.content, indent=2, ensure_ascii=False))
+    return 0
+
+
+def runs_rm_command(args: argparse.Namespace) -> int:
+    from ..run_records import find_record, read_records
+
+    root = Path(args.store or default_store()).expanduser()
+    records = read_records(root)
+    chosen = [find_record(records, wanted, root) for wanted in args.runs]  # all found, or none
+    for record in {r.path: r for r in chosen}.values():
+        record.path.unlink(missing_ok=True)
+        print(f"removed run {record.name} ({record.model} judged by {record.judge}); its "
+              "artifacts stay until 'proactflow gc'")
+    return 0
+
+
+def gc_command(args: argparse.Namespace) -> int:
+    from ..cache.artifacts import ArtifactStore
+    from ..store_gc import collect, plan_collection, summary_lines
+
+    store = ArtifactStore(args.store or default_store())
+    collection = plan_collection(store, keep_latest=args.keep_latest, older_than=args.older_than)
+    if not args.dry_run:
+        collect(store, collection)
+    for line in summary_lines(collection, args.dry_run):
+        print(line)
+    return 0

@@ -1,0 +1,64 @@
+"""`sweep` and `serve`: many models from a TOML file, once or on a schedule."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from ..errors import UserError
+from .running import quiet_console_tracebacks
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    from ..pipeline import load_judge_prompt, materialize_triggers, open_store
+    from ..preflight import check_access
+    from ..sweeps import load_sweep
+
+    config = load_sweep(args.config)
+    runs = config.runs()
+    store = open_store(runs[0])
+    materialize_triggers(runs[0], store)            # validates the corpus once for all
+    load_judge_prompt(runs[0], store)
+    for judge in config.judges:
+        check_access(judge.role("judge"), "judge")
+    skipped, models = [], []
+    for model in config.models:
+        try:
+            check_access(model.role("model_under_test"), "model under test")
+        except UserError as exc:
+            skipped.append({"model": model.model, "judge": "-", "error": str(exc)})
+            print(f"skipping {model.model}: {exc}")
+        else:
+            models.append(model)
+    result: dict[str, Any] = {"failures": [], "leaderboard": []}
+    if models:
+        from ..flows.sweep import sweep
+
+        quiet_console_tracebacks()
+        result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
+    failures = skipped + result["failures"]
+    for row in result["leaderboard"]:
+        if row["phase"] == "OVERALL":
+            score = "-" if row["weighted_score"] is None else f"{100 * row['weighted_score']:.1f}"
+            print(f"ok      {row['model']} judged by {row['judge']}: weighted {score} "
+                  f"({row['evaluated']} evaluated, {row['not_evaluated']} not)")
+    for failure in failures:
+        print(f"FAILED  {failure['model']} judged by {failure['judge']}: {failure['error']}")
+    return 1 if failures else 0
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from prefect.settings import PREFECT_API_URL
+
+    from ..sweeps import load_sweep
+
+    config = load_sweep(args.config)
+    if not PREFECT_API_URL.value():
+        raise UserError("schedules need a running Prefect server: start 'prefect server start' "
+                        "and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
+    from ..flows.sweep import sweep
+
+    sweep.serve(name=args.name, cron=args.cron, tags=["proactbench", "sweep"],
+                parameters={"config": config.model_dump(mode="json")})
+    return 0

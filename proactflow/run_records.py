@@ -1,0 +1,116 @@
+"""Run records: the JSON file each run (and each import) leaves in `<store>/runs/`.
+
+A record names the artifacts its run produced or reused; `proactflow runs` lists, shows and
+removes records, and `proactflow gc` keeps every artifact a kept record needs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run record as read from the store."""
+
+    path: Path
+    content: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The record's file name without `.json`: `<started>-<run id prefix>`."""
+        return self.path.stem
+
+    @property
+    def run_id(self) -> str:
+        return str(self.content.get("run_id", ""))
+
+    @property
+    def flow(self) -> str:
+        return str(self.content.get("flow", "?"))
+
+    @property
+    def started(self) -> datetime:
+        text = self.content.get("started")
+        try:
+            moment = datetime.fromisoformat(str(text))
+        except ValueError:  # a record without a readable time: its file's time
+            moment = datetime.fromtimestamp(self.path.stat().st_mtime, timezone.utc)
+        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+    @property
+    def model(self) -> str:
+        return str((self.content.get("model_under_test") or {}).get("model", "?"))
+
+    @property
+    def judge(self) -> str:
+        return str((self.content.get("judge") or {}).get("model", "?"))
+
+    @property
+    def series(self) -> tuple[str, str]:
+        """What `gc --keep-latest` counts runs within: one model judged by one judge."""
+        return self.model, self.judge
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        """Stage name -> key of every artifact the run produced or reused."""
+        return {stage: key for stage, key in (self.content.get("artifacts") or {}).items()
+                if isinstance(key, str)}
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.content.get("complete"))
+
+
+def runs_folder(store_root: Path) -> Path:
+    return store_root / "runs"
+
+
+def read_records(store_root: Path) -> list[RunRecord]:
+    """Every run record of the store, oldest first; an unreadable file is a one-line error."""
+    records = []
+    for path in sorted(runs_folder(store_root).glob("*.json")):
+        try:
+            content = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path}: not a readable run record ({exc}); move it away") from None
+        if isinstance(content, dict):
+            records.append(RunRecord(path, content))
+    records.sort(key=lambda r: (r.started, r.name))
+    return records
+
+
+def find_record(records: list[RunRecord], wanted: str, store_root: Path) -> RunRecord:
+    """The one record whose run id or file name starts with `wanted`."""
+    matches = [r for r in records if r.run_id.startswith(wanted) or r.name.startswith(wanted)]
+    if len(matches) != 1:
+        raise UserError(f"run {wanted!r} matches {len(matches)} run records in "
+                        f"{runs_folder(store_root)}"
+                        + (": give a longer prefix of its id" if matches else
+                           ": see 'proactflow runs ls'"))
+    return matches[0]
+
+
+def record_name(started: datetime, run_id: str) -> str:
+    """The file a run record is written to, relative to the store root."""
+    return f"runs/{started.strftime('%Y%m%dT%H%M%SZ')}-{run_id[:8]}.json"
+
+
+def listing_lines(records: list[RunRecord], store_root: Path) -> list[str]:
+    """`runs ls`: one line per record, newest first, with artifacts that are gone marked."""
+    if not records:
+        return [f"no run records in {runs_folder(store_root)}"]
+    lines = [f"{'run':<26} {'flow':<8} {'complete':<8} model judged by judge"]
+    for record in reversed(records):
+        missing = [stage for stage, key in record.artifacts.items()
+                   if not (store_root / "artifacts" / stage / f"{key}.parquet").exists()]
+        lines.append(f"{record.name:<26} {record.flow:<8} {'yes' if record.complete else 'no':<8} "
+                     f"{record.model} judged by {record.judge}"
+                     + (f"  (artifacts gone: {', '.join(missing)})" if missing else ""))
+    return lines

@@ -1,0 +1,134 @@
+"""`proactflow gc`: remove old run records and the artifacts no kept run needs.
+
+What stays:
+- the run records among the newest `keep_latest` of their series (one model under test judged
+  by one judge), and those started less than `older_than` ago;
+- every artifact a kept record names, and every artifact those were computed from (followed
+  through the input keys stored in each Parquet file);
+- every artifact written or reused within the grace period, so that a run still going (its
+  record is written at its end) keeps what it has made or is reading.
+
+Records go first, artifacts after: a crash in between leaves unreferenced artifacts for the next
+gc, never a record naming an artifact that is gone. The per-call cache (`<store>/calls`) is not
+touched: it is what makes a re-run free, and it holds no run's results.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from .cache.artifacts import ArtifactStore
+from .errors import UserError
+from .run_records import RunRecord, read_records
+
+GRACE = timedelta(hours=24)
+
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> timedelta:
+    """`90m`, `12h`, `30d`, `2w` -> a timedelta; anything else is a one-line error."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*", text)
+    if not match:
+        raise ValueError(f"expected an age such as 90m, 12h, 30d or 2w, got {text!r}")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+@dataclass
+class Collection:
+    """What one gc removes (or, with --dry-run, would remove)."""
+
+    removed_runs: list[RunRecord] = field(default_factory=list)
+    kept_runs: list[RunRecord] = field(default_factory=list)
+    removed_artifacts: list[Path] = field(default_factory=list)
+    kept_artifacts: int = 0
+    leftovers: list[Path] = field(default_factory=list)
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(p.stat().st_size for p in [*self.removed_artifacts, *self.leftovers]
+                   if p.exists())
+
+
+def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
+                    older_than: timedelta | None, now: datetime) -> list[RunRecord]:
+    newest: dict[tuple[str, str], list[RunRecord]] = {}
+    for record in sorted(records, key=lambda r: (r.started, r.name), reverse=True):
+        newest.setdefault(record.series, []).append(record)
+    removed = []
+    for record in records:
+        beyond_latest = keep_latest is None or \
+            newest[record.series].index(record) >= keep_latest
+        old_enough = older_than is None or record.started < now - older_than
+        if beyond_latest and old_enough:
+            removed.append(record)
+    return removed
+
+
+def _inputs_of(store: ArtifactStore, path: Path) -> dict[str, str]:
+    try:
+        return dict(store.key_material(path).get("inputs") or {})
+    except Exception:  # an unreadable file: nothing to follow (it is kept or removed as is)
+        return {}
+
+
+def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
+                    older_than: timedelta | None, now: datetime | None = None) -> Collection:
+    """Decide what gc removes; reads the store, changes nothing."""
+    if keep_latest is None and older_than is None:
+        raise UserError("gc needs --keep-latest N, --older-than AGE or both "
+                        "(see 'proactflow gc --help')")
+    now = now or datetime.now(timezone.utc)
+    records = read_records(store.root)
+    removed_runs = _runs_to_remove(records, keep_latest, older_than, now)
+    kept_runs = [r for r in records if r not in removed_runs]
+
+    folder = store.root / "artifacts"
+    stage_of = {path: path.parent.name for path in folder.glob("*/*.parquet")}
+    by_key = {(stage, path.stem): path for path, stage in stage_of.items()}
+    needed: set[Path] = set()
+    pending = [(stage, key) for record in kept_runs for stage, key in record.artifacts.items()]
+    recent_cut = (now - GRACE).timestamp()
+    pending += [(stage, path.stem) for path, stage in stage_of.items()
+                if path.stat().st_mtime >= recent_cut]
+    while pending:  # follow inputs: a kept judgments artifact keeps its responses and triggers
+        stage, key = pending.pop()
+        path = by_key.get((stage, key))
+        if path is None or path in needed:
+            continue
+        needed.add(path)
+        pending.extend(_inputs_of(store, path).items())
+    removable = sorted(path for path in stage_of if path not in needed)
+    leftovers = [path for path in folder.glob("*/.*.tmp")
+                 if path.stat().st_mtime < recent_cut]  # a write killed half-way
+    return Collection(removed_runs, kept_runs, removable, len(needed), leftovers)
+
+
+def collect(store: ArtifactStore, collection: Collection) -> None:
+    """Remove what `plan_collection` chose: records first, then artifacts."""
+    for record in collection.removed_runs:
+        record.path.unlink(missing_ok=True)
+    for path in [*collection.removed_artifacts, *collection.leftovers]:
+        path.unlink(missing_ok=True)
+
+
+def summary_lines(collection: Collection, dry_run: bool) -> list[str]:
+    verb = "would remove" if dry_run else "removed"
+    lines = [f"{verb} run {r.name} ({r.flow}, {r.model} judged by {r.judge}, started "
+             f"{r.started:%Y-%m-%d %H:%M} UTC)" for r in collection.removed_runs]
+    by_stage: dict[str, int] = {}
+    for path in collection.removed_artifacts:
+        by_stage[path.parent.name] = by_stage.get(path.parent.name, 0) + 1
+    stages = ", ".join(f"{count} {stage}" for stage, count in sorted(by_stage.items()))
+    lines.append(f"{verb} {len(collection.removed_runs)} run records and "
+                 f"{len(collection.removed_artifacts)} artifacts"
+                 + (f" ({stages})" if stages else "")
+                 + (f" and {len(collection.leftovers)} unfinished writes"
+                    if collection.leftovers else "")
+                 + f", {collection.freed_bytes / 1e6:.1f} MB; kept "
+                 f"{len(collection.kept_runs)} runs and {collection.kept_artifacts} artifacts")
+    return lines
+
