@@ -154,6 +154,15 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
         base = dict(unique_id_eval=key[0], turn=key[1], phase=trigger["phase"], sample_index=0,
                     model=name)
         text, result = published.get(key, (None, None))
+        if not trigger["evaluable"] and text is None:  # nothing to answer: as in a run
+            response_rows.append(ResponseRow(**base, status="unevaluable",
+                                             message=trigger["unevaluable_reason"],
+                                             response=None, finish_reason=None,
+                                             prompt_tokens=None, completion_tokens=None,
+                                             latency_s=None, attempts=0, request_key=None))
+            judgment_rows.append(_judgment(base, judge, status="unevaluable",
+                                           message=trigger["unevaluable_reason"]))
+            continue
         if result is None or text is None:
             message = "not in the imported results file (upstream dropped it)"
             response_rows.append(ResponseRow(**base, status="error", message=message,

@@ -13,10 +13,47 @@ from pathlib import Path
 
 from fake_openai import Reply
 
+# The project's own small corpus (written for these tests: all three phases, a trigger without a
+# user message, non-ASCII text, a long context) with an upstream-shaped results file of a
+# fictional model whose labels were written by hand. Every test uses it unless it needs the
+# benchmark's real data.
+PROJECT_DATA = Path(__file__).resolve().parent / "data"
+SAMPLE_CORPUS = PROJECT_DATA / "dialogues.jsonl"
+SAMPLE_RESULTS = PROJECT_DATA / "tiny-model_results.jsonl"
+JUDGE_PROMPT = PROJECT_DATA / "judge_prompt.txt"
+
+# The benchmark's real excerpts and published labels, beside the repository when present
+# (tests that need them take the `shared_data` fixture: skipped without them, failed under CI).
+# What the tests' own corpus holds (the results file has no row for the trigger without a user
+# message: nothing was generated there).
+DIALOGUES = 4
+TRIGGERS = 10
+ANSWERABLE = 9
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "proactbench"
-SAMPLE_CORPUS = SHARED / "sample_dialogues.jsonl"
-SAMPLE_RESULTS = SHARED / "sample_gpt-5.5_results.jsonl"
-JUDGE_PROMPT = SHARED / "judge_system_prompt.txt"
+SHARED_CORPUS = SHARED / "sample_dialogues.jsonl"
+SHARED_RESULTS = SHARED / "sample_gpt-5.5_results.jsonl"
+SHARED_JUDGE_PROMPT = SHARED / "judge_system_prompt.txt"
+
+
+def scaled_corpus(folder: Path, copies: int) -> tuple[Path, int]:
+    """The tests' corpus `copies` times over, each copy with its own ids and user messages (so
+    that every request is a call of its own), for tests that need a run long enough to
+    interrupt; answer it with the synthetic model and judge. Returns the file and its number
+    of answerable triggers."""
+    rows = []
+    for copy in range(copies):
+        for row in read_jsonl(SAMPLE_CORPUS):
+            row = json.loads(json.dumps(row))
+            row["unique_id_eval"] += f"__copy{copy}"
+            for record in row["turn_records"]:
+                if record["user_message"] is not None:
+                    record["user_message"] += f" (copy {copy})"
+            rows.append(row)
+    path = folder / f"corpus_x{copies}.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                    encoding="utf-8")
+    return path, ANSWERABLE * copies
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -24,11 +61,14 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def published_triggers(results_path: Path = SAMPLE_RESULTS) -> list[dict]:
-    """(user message, regenerated response, label, phase) of every published trigger."""
+    """(user message, regenerated response, label, phase) of every published trigger that was
+    answered (a trigger without a user message has no response to replay)."""
     out = []
     for row in read_jsonl(results_path):
         turns = {t["turn"]: t for t in row["turn_records"]}
         for point in row["trigger_points"]:
+            if turns[point["turn"]]["assistant_response"] is None:
+                continue
             record = turns[point["turn"]]
             out.append({"unique_id_eval": row["unique_id_eval"], "turn": point["turn"],
                         "phase": point["evaluation_rubric"]["type"],

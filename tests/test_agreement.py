@@ -62,12 +62,12 @@ def test_rejudge_with_several_judges_reports_their_agreement(fake, store, tmp_pa
                                         "--out", str(out)))
     assert run_cli("rejudge", args) == 0
     assert fake.calls["gen"] == 0 and fake.calls["judge"] == 0  # cached already
-    assert fake.calls["judge2"] == 11
+    assert fake.calls["judge2"] == 7  # the answerable triggers of the first 3 dialogues
     table = pl.read_csv(out / "agreement.csv")
     overall = table.filter(pl.col("phase") == "OVERALL").row(0, named=True)
     assert (overall["judge_a"], overall["judge_b"], overall["n"]) == \
-        ("openai/judge", "openai/judge2", 11)
+        ("openai/judge", "openai/judge2", 7)
     disagreements = pl.read_csv(out / "disagreements.csv")
-    assert overall["percent_agreement"] == pytest.approx(1 - disagreements.height / 11)
+    assert overall["percent_agreement"] == pytest.approx(1 - disagreements.height / 7)
     assert (out / "openai_judge2" / "metrics.json").exists()
     assert "Judge agreement" in capsys.readouterr().out

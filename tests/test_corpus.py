@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from fake_openai import FakeOpenAI
@@ -11,7 +12,7 @@ from helpers import cli_args, run_cli
 from proactflow.errors import CorpusError
 from proactflow.sources import read_corpus_file
 from proactflow.stages.triggers import build_triggers
-from replay import SAMPLE_CORPUS
+from replay import ANSWERABLE, DIALOGUES, SAMPLE_CORPUS, SHARED_CORPUS, TRIGGERS
 
 LINES = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()
 
@@ -30,10 +31,21 @@ def mutate(line: str, change) -> str:
 
 def test_sample_corpus_loads():
     rows, revision = read_corpus_file(SAMPLE_CORPUS)
-    assert len(rows) == 12
+    assert len(rows) == DIALOGUES
     assert revision.startswith("sha256:") and len(revision) == 7 + 64
     triggers = build_triggers(rows)
+    assert triggers.height == TRIGGERS
     assert triggers.group_by("phase").len().sort("phase").rows() == \
+        [("CRITICAL", 4), ("EMERGENT", 3), ("RECOVERY", 3)]
+    assert triggers.filter(~pl.col("evaluable"))["unevaluable_reason"].to_list() == \
+        ["no user message at turn 3"]
+    assert triggers.filter(pl.col("evaluable")).height == ANSWERABLE
+
+
+def test_the_benchmarks_sample_loads(shared_data):
+    rows, _ = read_corpus_file(SHARED_CORPUS)
+    assert len(rows) == 12
+    assert build_triggers(rows).group_by("phase").len().sort("phase").rows() == \
         [("CRITICAL", 16), ("EMERGENT", 12), ("RECOVERY", 12)]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from fake_openai import Reply
 from helpers import cli_args, read_json, run_cli
-from replay import SAMPLE_RESULTS, read_jsonl
+from replay import ANSWERABLE, DIALOGUES, SAMPLE_RESULTS, TRIGGERS, read_jsonl
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -34,8 +34,9 @@ def test_replayed_run_reproduces_published_metrics(fake, store, tmp_path):
     metrics = read_json(out / "metrics.json")
     for phase, counts in expected.items():
         stats = metrics["aggregate_trigger_stats"][phase]
+        unanswerable = 1 if phase == "RECOVERY" else 0  # the trigger without a user message
         assert (stats["PASS"], stats["PARTIAL"], stats["FAIL"], stats["SKIPPED"]) == \
-            (counts["PASS"], counts["PARTIAL"], counts["FAIL"], 0)
+            (counts["PASS"], counts["PARTIAL"], counts["FAIL"], unanswerable)
         evaluated = sum(counts.values())
         name = phase.lower()
         assert metrics["metrics"][f"eval/proactivity_{name}_pass_rate"] == \
@@ -46,7 +47,7 @@ def test_replayed_run_reproduces_published_metrics(fake, store, tmp_path):
     total = sum(everything.values())
     assert metrics["metrics"]["eval/proactivity_overall_weighted_score"] == \
         pytest.approx((everything["PASS"] + 0.5 * everything["PARTIAL"]) / total)
-    assert metrics["metrics"]["eval/proactivity_total_dialogues"] == 12
+    assert metrics["metrics"]["eval/proactivity_total_dialogues"] == DIALOGUES
 
     with open(out / "phase_scores.csv", newline="") as handle:
         rows = {row["phase"]: row for row in csv.DictReader(handle)}
@@ -57,10 +58,13 @@ def test_replayed_run_reproduces_published_metrics(fake, store, tmp_path):
     published = read_jsonl(SAMPLE_RESULTS)
     assert [r["unique_id_eval"] for r in results] == [r["unique_id_eval"] for r in published]
     for mine, theirs in zip(results, published):
-        assert mine["trigger_stats"] == theirs["trigger_stats"]
-        assert [t["assistant_response"] for t in mine["turn_records"]] == \
-            [t["assistant_response"] for t in theirs["turn_records"]]
-    assert fake.calls == {"gen": 40, "judge": 40}
+        for phase, stats in theirs["trigger_stats"].items():
+            assert {k: mine["trigger_stats"][phase][k] for k in ("PASS", "PARTIAL", "FAIL")} \
+                == {k: stats[k] for k in ("PASS", "PARTIAL", "FAIL")}
+        answered = [t["assistant_response"] for t in mine["turn_records"]
+                    if t["assistant_response"] is not None]
+        assert answered == [t["assistant_response"] for t in theirs["turn_records"]]
+    assert fake.calls == {"gen": ANSWERABLE, "judge": ANSWERABLE}
 
 
 def test_identical_rerun_makes_no_call(fake, store):
@@ -77,9 +81,9 @@ def test_rejudge_calls_only_the_new_judge(fake, store, tmp_path):
     out = tmp_path / "rejudged"
     assert run_cli("rejudge", cli_args(fake, store, judge_model="openai/judge2",
                                        extra=("--out", str(out)))) == 0
-    assert fake.calls == {"judge2": 40}
+    assert fake.calls == {"judge2": ANSWERABLE}
     metrics = read_json(out / "metrics.json")
-    assert sum(sum(c.values()) for c in metrics["aggregate_trigger_stats"].values()) == 40
+    assert sum(sum(c.values()) for c in metrics["aggregate_trigger_stats"].values()) == TRIGGERS
     fake.reset_counts()
     assert run_cli("rejudge", cli_args(fake, store, judge_model="openai/judge2")) == 0
     assert sum(fake.calls.values()) == 0
@@ -101,15 +105,15 @@ def test_failing_model_becomes_counted_error_rows_and_is_retried(fake, store, tm
                            "--retry-delay", "0.01"))
     assert run_cli("run", args) == 1  # triggers were lost: cron must see a bad night
     # 2 dialogues of the sample hold 7 triggers; each call tried twice.
-    assert fake.calls["down"] == 14
+    assert fake.calls["down"] == 12  # 6 triggers of the first 2 dialogues, 2 attempts each
     assert fake.calls["judge"] == 0
     scores = {r["phase"]: r for r in pl.read_csv(out / "phase_scores.csv").to_dicts()}
-    assert scores["OVERALL"]["generation_errors"] == 7
+    assert scores["OVERALL"]["generation_errors"] == 6
     assert scores["OVERALL"]["evaluated"] == 0
     assert scores["OVERALL"]["weighted_score"] is None
     metrics = read_json(out / "metrics.json")
     assert metrics["metrics"]["eval/proactivity_overall_weighted_score"] is None
-    assert sum(s["SKIPPED"] for s in metrics["aggregate_trigger_stats"].values()) == 7
+    assert sum(s["SKIPPED"] for s in metrics["aggregate_trigger_stats"].values()) == 6
 
 
 def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, store, monkeypatch):
@@ -161,8 +165,8 @@ def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, sto
     assert table["key"] == "phase-scores-openai-gen-by-openai-judge2"
     rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
     assert [r["phase"] for r in rows] == ["EMERGENT", "CRITICAL", "RECOVERY", "OVERALL"]
-    assert rows[-1]["triggers"] == 7
-    assert any("responses of openai/gen: 7/7 done" in message for message in logs)
+    assert rows[-1]["triggers"] == 6
+    assert any("responses of openai/gen: 6/6 done" in message for message in logs)
     everything = json.dumps(run.parameters) + json.dumps(artifacts) + \
         "".join(logs)
     assert "PLANTED_API_KEY" in json.dumps(run.parameters)  # the variable's name, not its value
@@ -175,7 +179,7 @@ def test_judging_starts_while_generation_still_runs(fake, store):
     order = [request["model"] for request in fake.requests]
     last_generation = len(order) - 1 - order[::-1].index("gen")
     assert order.index("judge") < last_generation
-    assert fake.calls == {"gen": 40, "judge": 40}
+    assert fake.calls == {"gen": ANSWERABLE, "judge": ANSWERABLE}
 
 
 def test_run_record_counts_tokens_and_prices_known_models(fake, store, capsys):
@@ -242,7 +246,7 @@ def test_dry_run_prints_the_plan_with_token_and_cost_estimates(fake, store, caps
     assert run_cli("run", args) == 0
     printed = capsys.readouterr().out
     assert sum(fake.calls.values()) == 0
-    assert "generation  openai/gpt-4o-mini: 7 calls, 0 cached, 7 to make" in printed
+    assert "generation  openai/gpt-4o-mini: 6 calls, 0 cached, 6 to make" in printed
     generation = next(line for line in printed.splitlines() if line.startswith("  generation:"))
     prompt_tokens = int(generation.split("~")[1].split()[0].replace(",", ""))
     assert prompt_tokens > 0
@@ -253,4 +257,4 @@ def test_dry_run_prints_the_plan_with_token_and_cost_estimates(fake, store, caps
     assert run_cli("run", args[:-1]) == 0
     capsys.readouterr()
     assert run_cli("run", args) == 0
-    assert "7 cached, 0 to make" in capsys.readouterr().out
+    assert "6 cached, 0 to make" in capsys.readouterr().out

@@ -12,7 +12,8 @@ import pytest
 from helpers import read_json, run_cli
 from proactflow.exports import metric_values
 from proactflow.stages.leaderboard import bootstrap_interval, build_leaderboard
-from replay import SAMPLE_CORPUS, SAMPLE_RESULTS, SHARED, read_jsonl
+from replay import (ANSWERABLE, SAMPLE_CORPUS, SAMPLE_RESULTS, SHARED, SHARED_CORPUS,
+                    SHARED_RESULTS, TRIGGERS, read_jsonl)
 
 PUBLISHED_METRICS = sorted((SHARED / "published_metrics").glob("*.json"))
 EXTRA_CORPUS = SHARED / "extra_dialogues.jsonl"
@@ -28,37 +29,57 @@ def label_counts(path) -> dict[str, Counter]:
     return counts
 
 
-def test_import_and_report_reproduce_the_published_labels(tmp_path, capsys):
+def corpus_counts(path) -> Counter:
+    return Counter(point["evaluation_rubric"]["type"] for row in read_jsonl(path)
+                   for point in row["trigger_points"])
+
+
+@pytest.fixture(params=["project", "shared"])
+def labelled(request):
+    """(corpus, results file, model name): the tests' own hand-labelled files always, and the
+    benchmark's sample with gpt-5.5's published labels where it is."""
+    if request.param == "project":
+        return SAMPLE_CORPUS, SAMPLE_RESULTS, "tiny-model"
+    request.getfixturevalue("shared_data")
+    return SHARED_CORPUS, SHARED_RESULTS, "gpt-5.5"
+
+
+def test_import_and_report_reproduce_the_published_labels(labelled, tmp_path, capsys):
+    corpus, results, model = labelled
     store, out = tmp_path / "store", tmp_path / "report"
-    assert run_cli("import", [str(SAMPLE_RESULTS), "--corpus", str(SAMPLE_CORPUS),
+    assert run_cli("import", [str(results), "--corpus", str(corpus),
                               "--store", str(store)]) == 0
     assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "gpt-5.5 judged by gpt-5.4: scored 40 of 40 triggers" in printed
+    expected = label_counts(results)
+    labelled_total = sum(sum(c.values()) for c in expected.values())
+    total = sum(corpus_counts(corpus).values())
+    assert f"{model} judged by gpt-5.4: scored {labelled_total} of {total} triggers" in printed
 
-    expected = label_counts(SAMPLE_RESULTS)
     board = pl.read_csv(out / "leaderboard.csv")
     assert board.columns == ["model", "judge", "phase", "evaluated", "pass", "partial", "fail",
                              "not_evaluated", "pass_rate", "weighted_score", "ci_low", "ci_high",
                              "evaluation", "label", "trigger_set", "source"]
+    in_corpus = corpus_counts(corpus)
     for phase, counts in expected.items():
         row = board.filter(pl.col("phase") == phase).row(0, named=True)
         assert (row["pass"], row["partial"], row["fail"], row["not_evaluated"]) == \
-            (counts["PASS"], counts["PARTIAL"], counts["FAIL"], 0)
+            (counts["PASS"], counts["PARTIAL"], counts["FAIL"],
+             in_corpus[phase] - sum(counts.values()))  # a trigger without a user message
         assert row["weighted_score"] == pytest.approx(
             (counts["PASS"] + 0.5 * counts["PARTIAL"]) / sum(counts.values()))
         assert row["ci_low"] <= row["weighted_score"] <= row["ci_high"]
 
-    metrics = read_json(out / "metrics" / "gpt-5.5__gpt-5.4.json")
+    metrics = read_json(out / "metrics" / f"{model}__gpt-5.4.json")
     for phase, counts in expected.items():
         stats = metrics["aggregate_trigger_stats"][phase]
         assert (stats["PASS"], stats["PARTIAL"], stats["FAIL"]) == \
             (counts["PASS"], counts["PARTIAL"], counts["FAIL"])
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert "<svg" in page and "gpt-5.5" in page and "seed 0" in page
+    assert "<svg" in page and model in page and "seed 0" in page
 
 
-def test_import_matches_non_uniform_rows_and_names_the_model(tmp_path, capsys):
+def test_import_matches_non_uniform_rows_and_names_the_model(shared_data, tmp_path, capsys):
     store = tmp_path / "store"
     assert run_cli("import", [str(QWEN_RESULTS), "--corpus", str(EXTRA_CORPUS),
                               "--store", str(store)]) == 0
@@ -80,16 +101,17 @@ def test_triggers_missing_from_a_file_are_counted_not_dropped(tmp_path, capsys):
     assert run_cli("import", [str(partial), "--corpus", str(SAMPLE_CORPUS),
                               "--store", str(store)]) == 0
     assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
-    assert "scored 39 of 40 triggers (not evaluated: generation_error 1)" in \
-        capsys.readouterr().out
+    assert f"scored {ANSWERABLE - 1} of {TRIGGERS} triggers (not evaluated: generation_error " \
+        "1, unevaluable 1)" in capsys.readouterr().out
     phase = dropped["evaluation_rubric"]["type"]
-    metrics = read_json(out / "metrics" / "gpt-5.5__gpt-5.4.json")
+    metrics = read_json(out / "metrics" / "tiny-model__gpt-5.4.json")
     assert metrics["aggregate_trigger_stats"][phase]["SKIPPED"] == 1
     assert metrics["proactflow"]["not_evaluated"][phase]["generation_errors"] == 1
 
 
-@pytest.mark.parametrize("path", PUBLISHED_METRICS, ids=lambda p: p.stem)
-def test_metrics_arithmetic_equals_a_published_metrics_file(path):
+@pytest.mark.parametrize("path", PUBLISHED_METRICS or [None],
+                         ids=lambda p: p.stem if p else "published")
+def test_metrics_arithmetic_equals_a_published_metrics_file(shared_data, path):
     published = json.loads(path.read_text())
     mine = {"metrics": metric_values(published["aggregate_trigger_stats"], dialogues=1)}
     for key, value in published["metrics"].items():
@@ -131,7 +153,7 @@ def test_report_includes_agreement_when_a_model_has_two_judges(tmp_path):
     assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
     agreement = pl.read_csv(out / "agreement.csv").filter(pl.col("phase") == "OVERALL")
     row = agreement.row(0, named=True)
-    assert (row["judge_a"], row["judge_b"], row["n"]) == ("gpt-5.4", "gpt-5.4-rerun", 40)
+    assert (row["judge_a"], row["judge_b"], row["n"]) == ("gpt-5.4", "gpt-5.4-rerun", ANSWERABLE)
     assert row["percent_agreement"] == 1.0 and row["kappa"] == pytest.approx(1.0)
     passes = sum(c["PASS"] for c in label_counts(SAMPLE_RESULTS).values())
     assert json.loads(row["confusion"])[2][2] == passes  # PASS by both, on the diagonal
@@ -145,18 +167,18 @@ def test_imported_results_are_rejudged_without_generation(fake, tmp_path, capsys
                               "--store", str(store)]) == 0
     from replay import JUDGE_PROMPT
 
-    # openai/judge replays gpt-5.4's published labels; openai/judge2 is a different judge.
+    # openai/judge replays the file's labels; openai/judge2 is a different judge.
     assert run_cli("rejudge", ["--all-models", "--judges", "openai/judge,openai/judge2",
                                "--judge-api-base", fake.url, "--judge-prompt", str(JUDGE_PROMPT),
                                "--store", str(store), "--out", str(out)]) == 0
-    assert fake.calls == {"judge": 40, "judge2": 40}
+    assert fake.calls == {"judge": ANSWERABLE, "judge2": ANSWERABLE}
     assert run_cli("report", ["--store", str(store), "--out", str(tmp_path / "report")]) == 0
     agreement = pl.read_csv(tmp_path / "report" / "agreement.csv").filter(
         (pl.col("phase") == "OVERALL") & (pl.col("judge_a") == "gpt-5.4")
         & (pl.col("judge_b") == "openai/judge"))
     # Replaying the published labels agrees with the imported ones everywhere.
     assert agreement.row(0, named=True)["percent_agreement"] == 1.0
-    metrics = read_json(out / "gpt-5.5__openai_judge" / "metrics.json")
+    metrics = read_json(out / "tiny-model__openai_judge" / "metrics.json")
     expected = label_counts(SAMPLE_RESULTS)
     assert {p: metrics["aggregate_trigger_stats"][p]["PASS"] for p in expected} == \
         {p: c["PASS"] for p, c in expected.items()}
@@ -200,3 +222,4 @@ def test_report_html_is_well_formed(tmp_path):
     checker.feed((out / "report.html").read_text(encoding="utf-8"))
     assert checker.errors == [] and checker.stack == []
     assert checker.rects == 4  # one bar per phase and overall for the one (model, judge)
+    assert "<script" not in (out / "report.html").read_text(encoding="utf-8")  # text escaped

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from proactflow.schemas.corpus import Rubric
@@ -12,7 +13,8 @@ from proactflow.sources import JudgePrompt, read_corpus_file, read_judge_prompt_
 from proactflow.stages.judgments import (evidence_is_verbatim, judge_request, judge_user_message,
                                          parse_judge_reply)
 from proactflow.stages.triggers import build_triggers
-from replay import JUDGE_PROMPT, SAMPLE_CORPUS, read_jsonl
+from replay import (JUDGE_PROMPT, SAMPLE_CORPUS, SHARED_CORPUS, SHARED_JUDGE_PROMPT, TRIGGERS,
+                    read_jsonl)
 
 RUBRIC = Rubric(
     type="CRITICAL",
@@ -76,15 +78,25 @@ def test_golden_judge_message_with_history():
         GOLDEN_HISTORY.encode("utf-8")
 
 
-def test_every_sample_trigger_renders_by_the_protocol_rules():
+@pytest.fixture(params=["project", "shared"])
+def corpus_and_prompt(request):
+    """The tests' own corpus always; the benchmark's sample and prompt where they are."""
+    if request.param == "project":
+        return SAMPLE_CORPUS, JUDGE_PROMPT, TRIGGERS
+    request.getfixturevalue("shared_data")
+    return SHARED_CORPUS, SHARED_JUDGE_PROMPT, 40
+
+
+def test_every_sample_trigger_renders_by_the_protocol_rules(corpus_and_prompt):
     """Check each rendered judge request against the raw corpus rows, rule by rule."""
-    rows, _ = read_corpus_file(SAMPLE_CORPUS)
-    raw_rows = {r["unique_id_eval"]: r for r in read_jsonl(SAMPLE_CORPUS)}
-    prompt = read_judge_prompt_file(JUDGE_PROMPT)
+    corpus, prompt_file, count = corpus_and_prompt
+    rows, _ = read_corpus_file(corpus)
+    raw_rows = {r["unique_id_eval"]: r for r in read_jsonl(corpus)}
+    prompt = read_judge_prompt_file(prompt_file)
     judge = ModelRole(model="openai/judge", generation=protocol_defaults("judge", "openai/judge"))
     triggers = build_triggers(rows)
-    assert triggers.height == 40
-    for trigger in triggers.iter_rows(named=True):
+    assert triggers.height == count
+    for trigger in triggers.filter(pl.col("evaluable")).iter_rows(named=True):
         raw = raw_rows[trigger["unique_id_eval"]]
         turn = trigger["turn"]
         request = judge_request(trigger, "MY REGENERATED REPLY", judge, prompt)
@@ -120,10 +132,10 @@ def test_every_sample_trigger_renders_by_the_protocol_rules():
         assert raw["blueprint_id"] not in message
 
 
-def test_model_under_test_sees_only_earlier_turns(published):
-    rows, _ = read_corpus_file(SAMPLE_CORPUS)
+def test_model_under_test_sees_only_earlier_turns(corpus_and_prompt):
+    rows, _ = read_corpus_file(corpus_and_prompt[0])
     triggers = build_triggers(rows)
-    for trigger in triggers.iter_rows(named=True):
+    for trigger in triggers.filter(pl.col("evaluable")).iter_rows(named=True):
         context = trigger["context"]
         assert context[-1]["role"] == "user"
         roles = [m["role"] for m in context]

@@ -72,7 +72,7 @@ def test_run_against_a_real_server_shows_in_its_api(real_server, fake, tmp_path)
     by_type = {a["type"]: a for a in artifacts}
     table = by_type["table"]["data"]
     rows = json.loads(table) if isinstance(table, str) else table
-    assert [r["phase"] for r in rows][-1] == "OVERALL" and rows[-1]["triggers"] == 7
+    assert [r["phase"] for r in rows][-1] == "OVERALL" and rows[-1]["triggers"] == 6
     # Prefect stores a link artifact as markdown: [text](url).
     assert by_type["markdown"]["key"] == "outputs-openai-gen-by-openai-judge2"
     assert by_type["markdown"]["data"] == f"[metrics.json]({(out / 'metrics.json').as_uri()})"

@@ -13,11 +13,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from fake_openai import FakeOpenAI
+from proactflow.cache.keys import text_sha256
 from proactflow.errors import UserError
 from proactflow.settings import UPSTREAM_PROMPT_COMMIT, UPSTREAM_PROMPT_SHA256
 from proactflow.sources import (UPSTREAM_MODULE_URL_ENV, extract_string_constant,
                                 fetch_upstream_judge_prompt)
-from replay import JUDGE_PROMPT, SAMPLE_CORPUS, replay_model, published_triggers
+from replay import (DIALOGUES, JUDGE_PROMPT, SAMPLE_CORPUS, SHARED_JUDGE_PROMPT, TRIGGERS,
+                    published_triggers, replay_model)
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -50,7 +52,7 @@ def test_hub_loader_reads_local_cache_offline_and_records_commit(tmp_path):
         done = run_offline_cli(tmp_path, fake)
         assert done.returncode == 0, done.stderr
         assert f"revision {COMMIT[:19]}" in done.stdout
-        assert "12 dialogues, 40 triggers" in done.stdout
+        assert f"{DIALOGUES} dialogues, {TRIGGERS} triggers" in done.stdout
         pinned = run_offline_cli(tmp_path, fake, "--revision", COMMIT, "--limit", "3")
         assert pinned.returncode == 0, pinned.stderr
         assert "3 dialogues" in pinned.stdout
@@ -98,12 +100,19 @@ def upstream(monkeypatch):
 
 
 def test_upstream_prompt_is_extracted_checked_and_cached(tmp_path, upstream):
-    prompt = fetch_upstream_judge_prompt(tmp_path)
+    expected = text_sha256(JUDGE_PROMPT.read_text(encoding="utf-8"))
+    prompt = fetch_upstream_judge_prompt(tmp_path, expected_sha256=expected)
     assert prompt.text == JUDGE_PROMPT.read_text(encoding="utf-8")
-    assert prompt.sha256 == UPSTREAM_PROMPT_SHA256
+    assert prompt.sha256 == expected
     assert upstream["hits"] == 1
-    again = fetch_upstream_judge_prompt(tmp_path)
+    again = fetch_upstream_judge_prompt(tmp_path, expected_sha256=expected)
     assert again.text == prompt.text and upstream["hits"] == 1
+
+
+def test_the_pinned_hash_is_the_benchmarks_prompt(shared_data, tmp_path, upstream):
+    upstream["body"] = module_source(SHARED_JUDGE_PROMPT.read_text(encoding="utf-8"))
+    prompt = fetch_upstream_judge_prompt(tmp_path)
+    assert prompt.sha256 == UPSTREAM_PROMPT_SHA256
 
 
 def test_upstream_prompt_with_unexpected_hash_is_refused(tmp_path, upstream):

@@ -13,7 +13,7 @@ import pytest
 
 from fake_openai import Reply
 from helpers import cli_args, read_json, run_cli
-from replay import digest, synthetic_model
+from replay import digest, scaled_corpus, synthetic_model
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -35,7 +35,8 @@ def test_replies_that_are_not_answers_are_counted_per_phase_and_never_judged(fak
 
     fake.responders["odd"] = odd_model
     out = tmp_path / "out"
-    code = run_cli("run", cli_args(fake, store, eval_model="openai/odd",
+    corpus, _ = scaled_corpus(tmp_path, 3)  # enough triggers for every kind of reply
+    code = run_cli("run", cli_args(fake, store, eval_model="openai/odd", corpus=corpus,
                                    judge_model="openai/judge2", extra=("--out", str(out))))
     assert code == 0  # the model's own non-answers are results, not failures
     row = overall(out)
@@ -52,7 +53,7 @@ def test_replies_that_are_not_answers_are_counted_per_phase_and_never_judged(fak
         row["truncated_responses"]
     # An identical re-run pays for nothing: the non-answers are the model's answers.
     fake.reset_counts()
-    assert run_cli("run", cli_args(fake, store, eval_model="openai/odd",
+    assert run_cli("run", cli_args(fake, store, eval_model="openai/odd", corpus=corpus,
                                    judge_model="openai/judge2")) == 0
     assert sum(fake.calls.values()) == 0
 
