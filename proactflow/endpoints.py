@@ -98,6 +98,37 @@ def effective_endpoint(model: str, api_base: str | None) -> str | None:
     return None
 
 
+# Where a provider's calls go when no base URL is set: probed before a run to tell "no network"
+# apart in a second instead of after a minute of retries.
+_DEFAULT_HOSTS = {
+    "openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com", "mistral": "https://api.mistral.ai",
+    "groq": "https://api.groq.com", "deepseek": "https://api.deepseek.com",
+    "together_ai": "https://api.together.xyz", "xai": "https://api.x.ai",
+    "openrouter": "https://openrouter.ai", "cohere": "https://api.cohere.com",
+    "fireworks_ai": "https://api.fireworks.ai",
+}
+
+
+_NAME_PREFIXES = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"),
+                  ("chatgpt", "openai"), ("claude", "anthropic"), ("gemini", "gemini"))
+
+
+def provider_url(model: str) -> str | None:
+    """Where a provider model's calls go (a base URL from the environment, else the provider's
+    own host), told from the model string alone, without loading litellm (seconds of imports):
+    it is probed first thing, so that a machine without a network hears so at once. None for
+    a provider this does not know (its calls are not probed)."""
+    provider = model.split("/", 1)[0] if "/" in model else next(
+        (name for prefix, name in _NAME_PREFIXES if model.startswith(prefix)), None)
+    if provider is None:
+        return None
+    upper = provider.upper().replace("-", "_")
+    base = _first_set(_EXTRA_BASE_VARIABLES.get(provider, ())
+                      + (f"{upper}_API_BASE", f"{upper}_BASE_URL"))
+    return base or _DEFAULT_HOSTS.get(provider)
+
+
 def get_request(url: str, api_key: str | None) -> urllib.request.Request:
     """A GET of an endpoint URL as the OpenAI client would send it: the key as a bearer token,
     userinfo in the URL (which urllib cannot take there) as basic authentication otherwise."""

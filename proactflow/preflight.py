@@ -40,15 +40,21 @@ def check_access(role: ModelRole, label: str) -> None:
             # Any other answer proves the endpoint is up (some servers lack /models).
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ConnectionRefusedError):
+                raise UserError(f"{label} endpoint {role.endpoint} refused the connection: is "
+                                "its server running, on that port?") from None
             raise UserError(f"{label} endpoint {role.endpoint} does not answer ({reason})") \
                 from None
     if role.api_key_env:
         if not os.environ.get(role.api_key_env):
             raise UserError(f"{label} {role.model}: environment variable {role.api_key_env} "
                             "is not set")
-        return
-    if role.api_base and role.model.startswith("openai/"):
-        return
+    elif not (role.api_base and role.model.startswith("openai/")):
+        _require_provider_key(role, label)
+
+
+def _require_provider_key(role: ModelRole, label: str) -> None:
+    """The provider's usual key variables, as litellm knows them, are set."""
     import litellm
 
     try:

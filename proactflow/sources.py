@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from .cache.artifacts import write_atomic
 from .cache.keys import text_sha256
 from .errors import CorpusError, UserError
+from .network import unreachable
 from .schemas.corpus import CorpusRow
 from .settings import UPSTREAM_PROMPT_COMMIT, UPSTREAM_PROMPT_SHA256, CorpusSource
 
@@ -103,17 +104,23 @@ def locate_local_corpus(path: str | Path) -> CorpusFile:
 
 def download_corpus(repo_id: str, filename: str, revision: str | None) -> tuple[Path, str]:
     """Fetch the corpus file from the hub (or its local cache); return it and its commit sha."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import (EntryNotFoundError, LocalEntryNotFoundError,
                                         RepositoryNotFoundError, RevisionNotFoundError)
 
+    # Offline, the hub client retries for tens of seconds: look once, then use the local cache.
+    offline = constants.HF_HUB_OFFLINE or unreachable(constants.ENDPOINT)
     try:
         path = Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset",
-                                    revision=revision))
+                                    revision=revision, local_files_only=bool(offline)))
     except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: test it first
-        raise UserError(f"cannot download {filename} from {repo_id}"
-                        f"{'@' + revision if revision else ''}: offline or unreachable, and "
-                        "not in the local hub cache (pass --corpus FILE)") from None
+        where = f"{filename} from {repo_id}{'@' + revision if revision else ''}"
+        if offline:
+            reason = "HF_HUB_OFFLINE is set" if offline is True else f"no network: {offline}"
+            raise UserError(f"cannot download {where} ({reason}), and it is not in the local "
+                            "hub cache: pass --corpus FILE") from None
+        raise UserError(f"cannot download {where}: unreachable, and not in the local hub "
+                        "cache (pass --corpus FILE)") from None
     except RevisionNotFoundError:
         raise UserError(f"hub dataset {repo_id} has no revision {revision!r}") from None
     except EntryNotFoundError:
@@ -187,6 +194,11 @@ def fetch_upstream_judge_prompt(store_root: Path, commit: str = UPSTREAM_PROMPT_
         if text_sha256(text) == expected_sha256:
             return JudgePrompt(text, expected_sha256, source)
     url = os.environ.get(UPSTREAM_MODULE_URL_ENV, UPSTREAM_MODULE_URL).format(commit=commit)
+    offline = unreachable(url)
+    if offline:
+        raise UserError(f"cannot download the upstream judge prompt (no network: {offline}); "
+                        "pass --judge-prompt FILE, or run once with a network to cache it") \
+            from None
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
             module_source = response.read().decode("utf-8")

@@ -10,7 +10,8 @@ from typing import Any
 from ..evaluations import safe_name
 from ..settings import RunSettings, default_store
 from .options import settings_from_args
-from .running import coverage_status, preflight, print_scores, quiet_console_tracebacks, run_flow
+from .running import (coverage_status, preflight, print_scores, quiet_console_tracebacks,
+                      quiet_temporary_server, run_flow)
 
 
 def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
@@ -79,6 +80,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
         print(f"== {entry.model} ({entry.source}, {entry.trigger_set.describe()}) judged by "
               f"{judge}")
         quiet_console_tracebacks()
+        quiet_temporary_server()
         result = run_rejudge(settings, entry)
         print_scores(result["scores"], result["complete"])
         frames.append(judgments_of(settings, result))

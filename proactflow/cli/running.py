@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import UserError
 from ..settings import RunSettings
@@ -63,8 +64,11 @@ def quiet_console_tracebacks() -> None:
             handler.addFilter(_NoUserErrorTraceback())
 
 
-def preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
-    """Validate, check access and print the plan; True when the flow should run.
+def preflight(args: argparse.Namespace, settings: RunSettings,
+              checked: Callable[[], None] | None = None) -> bool:
+    """Validate, check access and print the plan; True when the flow should run. `checked` is
+    called once the corpus, the prompt and access are known to be there (offline, that is
+    where a run stops, within seconds).
 
     Kept apart from the run so that the corpus and tables it loads are freed before the flow
     starts (the flow reloads what it needs from the store).
@@ -77,12 +81,14 @@ def preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
     regenerate = args.command != "rejudge"
     store = open_store(settings)
     corpus = locate_corpus(settings.corpus)
-    triggers, _ = materialize_triggers(settings, store, corpus)  # validates a new corpus
     prompt = load_judge_prompt(settings, store)
     if args.command == "run":
         check_access(settings.model_under_test, "model under test")
     if args.command != "status":
         check_access(settings.judge, "judge")
+    if checked is not None:
+        checked()
+    triggers, _ = materialize_triggers(settings, store, corpus)  # validates a new corpus
     # The plan's cached counts use the keys the run will use, fingerprints included.
     settings = with_endpoint_fingerprints(
         settings, ("judge",) if args.command == "rejudge" else ("model_under_test", "judge"))
@@ -105,6 +111,15 @@ def preflight(args: argparse.Namespace, settings: RunSettings) -> bool:
     return not args.dry_run
 
 
+def quiet_temporary_server() -> None:
+    """The temporary Prefect server this command starts sends no telemetry (offline it would
+    log an ERROR line per attempt); a server of the user's own keeps its settings."""
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+
+
 def _start_temporary_prefect_server() -> threading.Thread | None:
     """Without PREFECT_API_URL, Prefect starts a temporary server at the first flow run, which
     takes seconds: start it in the background now, while the preflight checks run."""
@@ -112,6 +127,7 @@ def _start_temporary_prefect_server() -> threading.Thread | None:
 
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return None
+    quiet_temporary_server()
 
     def start() -> None:
         from prefect.server.api.server import SubprocessASGIServer
@@ -135,19 +151,34 @@ def run_command(args: argparse.Namespace) -> int:
     judges = getattr(args, "judges", None)
     if judges:
         return rejudge_many(args, judges)
+    from ..offline import check_network
+
+    check_network(args)  # before the imports that building the settings costs
     settings = settings_from_args(args)
     if args.command != "status" and not args.dry_run:
         check_prefect_server()
-    starting = None if args.command == "status" or args.dry_run \
-        else _start_temporary_prefect_server()
-    if not preflight(args, settings):
+    starting: list[threading.Thread] = []
+
+    def start_server() -> None:  # while the plan is made, once nothing rules the run out
+        if args.command != "status" and not args.dry_run:
+            starting.extend(t for t in [_start_temporary_prefect_server()] if t is not None)
+
+    try:
+        go = preflight(args, settings, start_server)
+    except BaseException:
+        # The server's thread imports Prefect's server modules; a process that exits while it
+        # holds the import lock hangs in interpreter shutdown. Let it finish (atexit stops it).
+        for thread in starting:
+            thread.join()
+        raise
+    if not go:
         return 0
     gc.collect()
     # Everything alive now (imported modules, mostly) lives for the whole run: keep the
     # collector from walking it again on each of the run's many collections.
     gc.freeze()
-    if starting is not None:
-        starting.join()  # the flow's client must find the server up, not half started
+    for thread in starting:
+        thread.join()  # the flow's client must find the server up, not half started
     result = run_flow(args.command, settings)
     print_scores(result["scores"], result["complete"])
     print_usage(result["usage"])
@@ -209,6 +240,7 @@ def run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
     from ..flows.evaluate import evaluate, rejudge
 
     quiet_console_tracebacks()
+    quiet_temporary_server()
     with tags("proactbench", f"model:{settings.model_under_test.model}",
               f"judge:{settings.judge.model}"):
         return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from ..errors import UserError
-from .running import quiet_console_tracebacks
+from .running import quiet_console_tracebacks, quiet_temporary_server
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -36,6 +36,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         from ..flows.sweep import sweep
 
         quiet_console_tracebacks()
+        quiet_temporary_server()
         result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
     failures = skipped + result["failures"]
     for row in result["leaderboard"]:
