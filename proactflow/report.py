@@ -20,6 +20,7 @@ import polars as pl
 from .cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
 from .errors import UserError
 from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
+from .viewer import write_viewer
 from .exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
 from .stages.agreement import judge_agreement
@@ -126,6 +127,8 @@ dialogues ({samples} resamples, seed {seed}). A rank such as 1-3 means the row's
 overlaps others': those rows are not separable at this sample size. Each row is one evaluation;
 where two share a model and judge, the label says what differs.</p>
 {_trigger_sets_note(evaluations)}
+<p><a href="viewer/index.html">Open the per-trigger viewer</a>: each trigger's context, rubric,
+responses and verdicts, models or judges side by side.</p>
 <h2>Weighted score per phase</h2>{bar_chart(board)}
 <h2>Leaderboard</h2>{table_html(ranked, PERCENT_COLUMNS)}
 <h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
@@ -135,6 +138,7 @@ where two share a model and judge, the label says what differs.</p>
 {f"<div class='wrap'>{table_html(failed)}</div>" if failed.height else "<p>None.</p>"}
 </body></html>"""
     write_atomic(out / "report.html", page.encode("utf-8"))
+    viewer = write_viewer(evaluations, out / "viewer")
     return {"leaderboard": board, "coverage": coverage, "paths": {
         "leaderboard.csv": str(out / "leaderboard.csv"), "report.html": str(out / "report.html"),
-        "metrics": str(metrics_dir)}}
+        "metrics": str(metrics_dir), "viewer": str(viewer)}}

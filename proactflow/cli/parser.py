@@ -10,7 +10,7 @@ from .options import (EPILOG, Parser, add_role_options, add_selection_options,
                       phases_list, positive_float, positive_int)
 from .running import run_command
 from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
-                             runs_rm_command, runs_show_command)
+                             runs_rm_command, runs_show_command, view_command)
 from .sweeping import serve_command, sweep_command
 
 
@@ -170,6 +170,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--name", default="nightly-sweep", help="deployment name "
                        "(default: nightly-sweep)")
     serve.set_defaults(handler=serve_command)
+    view = commands.add_parser(
+        "view", help="open the per-trigger viewer: context, rubric, responses and verdicts",
+        description="Write a viewer of the store's judgments (a folder: index.html and one "
+                    "data file per trigger, loaded when opened; no server needed) and open it "
+                    "in a browser. Filter by model, judge, phase, verdict and category; open a "
+                    "trigger to read its context, rubric, each response with the judge's "
+                    "evidence highlighted, and the verdict and rationale; tick two models or "
+                    "two judges to see them side by side. 'proactflow report' writes one too.")
+    add_store_option(view)
+    view.add_argument("--out", default="proactflow-viewer", metavar="DIR",
+                      help="folder to write the viewer to (default: ./proactflow-viewer)")
+    view.add_argument("--no-open", action="store_true", help="write it, open no browser")
+    add_selection_options(view)
+    view.set_defaults(handler=view_command)
     _add_store_admin_commands(commands)
     return parser
 

@@ -85,3 +85,22 @@ def gc_command(args: argparse.Namespace) -> int:
     for line in summary_lines(collection, args.dry_run):
         print(line)
     return 0
+
+
+def view_command(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    from ..cache.artifacts import ArtifactStore
+    from ..viewer import frame_summary, write_viewer
+
+    store = ArtifactStore(args.store or default_store())
+    evaluations = selected_evaluations(args, store)
+    if not evaluations:
+        raise UserError(f"no evaluations in {store.root} for this selection: run 'proactflow "
+                        "run' or 'proactflow import' first (--include-incomplete shows runs "
+                        "whose calls partly failed)")
+    page = write_viewer(evaluations, Path(args.out))
+    print(f"wrote {page} ({frame_summary(evaluations)})")
+    if not args.no_open and not webbrowser.open(page.resolve().as_uri()):
+        print("no browser found here: open that file in one")
+    return 0
