@@ -11,7 +11,8 @@ import pytest
 
 from fake_openai import Reply
 from helpers import cli_args, read_json, run_cli
-from replay import ANSWERABLE, DIALOGUES, SAMPLE_RESULTS, TRIGGERS, read_jsonl
+from replay import (ANSWERABLE, DIALOGUES, SAMPLE_RESULTS, TRIGGERS, read_jsonl,
+                    scaled_corpus)
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -173,13 +174,16 @@ def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, sto
     assert secret not in everything
 
 
-def test_judging_starts_while_generation_still_runs(fake, store):
+def test_judging_starts_while_generation_still_runs(fake, store, tmp_path):
     fake.latency = 0.02
-    assert run_cli("run", cli_args(fake, store, extra=("--concurrency", "4"))) == 0
+    corpus, answerable = scaled_corpus(tmp_path, 5)  # long enough to overlap on a busy machine
+    assert run_cli("run", cli_args(fake, store, eval_model="openai/synth", corpus=corpus,
+                                   judge_model="openai/judge2",
+                                   extra=("--concurrency", "4"))) == 0
     order = [request["model"] for request in fake.requests]
-    last_generation = len(order) - 1 - order[::-1].index("gen")
-    assert order.index("judge") < last_generation
-    assert fake.calls == {"gen": ANSWERABLE, "judge": ANSWERABLE}
+    last_generation = len(order) - 1 - order[::-1].index("synth")
+    assert order.index("judge2") < last_generation
+    assert fake.calls == {"synth": answerable, "judge2": answerable}
 
 
 def test_run_record_counts_tokens_and_prices_known_models(fake, store, capsys):
