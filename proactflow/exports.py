@@ -153,7 +153,7 @@ def upstream_metrics(results: list[dict[str, Any]], scores: pl.DataFrame,
                                             "judge_errors", "empty_responses",
                                             "truncated_responses", "blocked_responses")}
         for row in scores.to_dicts()}
-    samples = int(judgments["sample_index"].max()) + 1 if judgments.height else 1
+    samples = int(judgments.select(pl.col("sample_index").max()).item() or 0) + 1
     return {"aggregate_trigger_stats": aggregate, "metrics": metrics,
             "token_usage": {"assistant": usage(responses), "judge": usage(judgments)},
             "proactflow": {"not_evaluated": not_evaluated, "samples": {
@@ -181,7 +181,7 @@ def write_outputs(out_dir: Path, triggers: pl.DataFrame, responses: pl.DataFrame
     write_parquet_atomic(paths["phase_scores.parquet"], scores)
     _write_text(paths["results.jsonl"], "".join(
         json.dumps(row, ensure_ascii=False) + "\n" for row in results))
-    if judgments.height and judgments["sample_index"].max() > 0:
+    if int(judgments.select(pl.col("sample_index").max()).item() or 0) > 0:
         per_trigger = score_triggers(judgments)
         paths["trigger_scores.csv"] = out_dir / "trigger_scores.csv"
         _write_text(paths["trigger_scores.csv"], per_trigger.write_csv())

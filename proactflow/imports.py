@@ -129,7 +129,7 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
     corpus_ids = set(trigger_frame["unique_id_eval"].unique().to_list())
     by_match = {(b, s, u): uid for uid, b, s, u in trigger_frame.select(
         "unique_id_eval", "blueprint_id", "style_combination_index", "uuid").unique().rows()}
-    corpus_points = {}
+    corpus_points: dict[str, dict[int, str]] = {}
     for uid, turn, phase in trigger_frame.select("unique_id_eval", "turn", "phase").rows():
         corpus_points.setdefault(uid, {})[turn] = phase
     published: dict[tuple[str, int], tuple[str | None, dict[str, Any]]] = {}

@@ -59,11 +59,11 @@ def parse_corpus(data: bytes, source: str) -> list[CorpusRow]:
         raise CorpusError(source, line, f"not valid UTF-8 (byte {exc.start})") from None
     rows: list[CorpusRow] = []
     first_seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for number, text_line in enumerate(text.splitlines(), start=1):
+        if not text_line.strip():
             continue
         try:
-            raw = json.loads(line)
+            raw = json.loads(text_line)
         except json.JSONDecodeError as exc:
             raise CorpusError(source, number, f"invalid JSON ({exc.msg} at column {exc.colno})") \
                 from None
@@ -161,9 +161,11 @@ def extract_string_constant(module_source: str, name: str = JUDGE_TEMPLATE_NAME)
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+        value_node = getattr(node, "value", None)
+        if value_node is not None and any(isinstance(t, ast.Name) and t.id == name
+                                          for t in targets):
             try:
-                value = ast.literal_eval(node.value)
+                value = ast.literal_eval(value_node)
             except ValueError:
                 raise UserError(f"{name} in the upstream module is not a plain string") from None
             if isinstance(value, str):

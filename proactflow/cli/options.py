@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..effective import safety_settings_off
 from ..errors import UserError
@@ -185,7 +185,7 @@ def add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line: the usage text of a long command would bury the mistake."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
