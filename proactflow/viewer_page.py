@@ -196,7 +196,8 @@ function renderDetail() {
       result.message ? el("p", {class: "note"}, result.message) : null));
   }
   if (!sides.childNodes.length)
-    sides.appendChild(el("p", {class: "empty"}, "No evaluation of this trigger matches the filters."));
+    sides.appendChild(el("p", {class: "empty"},
+                         "No evaluation of this trigger matches the filters."));
   detail.replaceChildren(
     el("h2", {}, `${data.dialogue}, turn ${data.turn}`),
     el("p", {}, `${data.phase} \u00b7 ${data.category}`),

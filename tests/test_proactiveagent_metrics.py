@@ -1,0 +1,82 @@
+"""Proactive Agent's ProactiveBench arithmetic: upstream's formulas, reproduced to the digit."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from proactflow.suites.proactiveagent.metrics import (METRIC_COLUMNS, CalibrationRow, Counts,
+                                                      calibration, count_verdicts,
+                                                      split_metrics)
+from replay import SHARED
+
+RESULTS = sorted((SHARED.parent / "proactiveagent" / "eval" / "results").glob("*.csv"))
+
+
+def test_a_split_by_hand():
+    counts = count_verdicts([(True, True)] * 3 + [(True, False)] + [(False, True)] * 2
+                            + [(False, False)] * 2)
+    assert counts == Counts(3, 1, 2, 2)
+    row = split_metrics("real_coding", counts)
+    assert list(row) == list(METRIC_COLUMNS)
+    assert row["Recall"] == pytest.approx(3 / 5)
+    assert row["Precision"] == pytest.approx(3 / 4) == row["Accept Rate"]
+    assert row["Accuracy"] == pytest.approx(5 / 8)
+    assert row["False-Alarm"] == pytest.approx(1 / 4)
+    assert row["F1-Score"] == pytest.approx(2 * 0.75 * 0.6 / 1.35)
+    assert row["Total Events"] == 8
+
+
+def test_an_empty_split_is_zero_not_an_error():
+    row = split_metrics("real_writing", Counts())
+    assert (row["Recall"], row["Precision"], row["F1-Score"], row["Total Events"]) == \
+        (0, 0, 0, 0)
+
+
+def solve(row: dict[str, str]) -> Counts:
+    """The integer counts behind a published row (the one set that reproduces it)."""
+    total = int(row["Total Events"])
+    found = []
+    for tp in range(total + 1):
+        for fp in range(total + 1 - tp):
+            if abs(tp / (tp + fp + 1e-8) - float(row["Precision"])) > 1e-9:
+                continue
+            for fn in range(total + 1 - tp - fp):
+                if abs(tp / (tp + fn + 1e-8) - float(row["Recall"])) < 1e-9:
+                    found.append(Counts(tp, fp, total - tp - fp - fn, fn))
+    matching = [c for c in found if abs(split_metrics("x", c)["Accuracy"]
+                                        - float(row["Accuracy"])) < 1e-9]
+    assert len(matching) == 1, (row, matching)
+    return matching[0]
+
+
+@pytest.mark.parametrize("path", RESULTS or [None], ids=lambda p: p.stem if p else "published")
+def test_every_published_results_file_is_reproduced(shared_data, path):
+    rows = {row["Category"]: row for row in csv.DictReader(path.open(encoding="utf-8"))}
+    counts = {}
+    for category, row in rows.items():
+        counts[category] = solve(row)
+        mine = split_metrics(category, counts[category])
+        for column in METRIC_COLUMNS[1:]:
+            assert mine[column] == pytest.approx(float(row[column]), rel=1e-12, abs=1e-12), \
+                (category, column)
+    assert counts["real_coding"] + counts["real_writing"] == counts["real_average"]
+
+
+def test_calibration_by_hand():
+    rows = [CalibrationRow("Missed-Need", False, False), CalibrationRow("Missed-Need", False, True),
+            CalibrationRow("Correct-Rejection", True, True),
+            CalibrationRow("Correct-Rejection", True, False),
+            CalibrationRow("Correct-Detection", True, True),
+            CalibrationRow("Correct-Detection", True, True),
+            CalibrationRow("False-Alarm", False, False), CalibrationRow("False-Alarm", False, True)]
+    result = calibration(rows)
+    assert result["Missed-Need"] == 0.5 and result["Correct-Detection"] == 1.0
+    assert result["Correct-Rejection"] == 0.5 and result["False-Alarm"] == 0.5
+    # accepted & valid 3, accepted & not valid 2, rejected & valid 1, rejected & not valid 2
+    assert result["accuracy"] == pytest.approx(5 / 8)
+    assert result["precision"] == pytest.approx(3 / 5)
+    assert result["recall"] == pytest.approx(3 / 4)
+    assert result["f1"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
+    assert result["examples"] == 8
