@@ -23,12 +23,12 @@ from replay import (SHARED, published_triggers,  # noqa: E402
 
 @pytest.fixture(scope="session")
 def shared_data():
-    """The benchmark's real excerpts in ../shared/proactbench: a test that needs them is skipped
-    with this reason where they are absent (a plain clone), and fails under CI=true, where they
-    must be present."""
+    """The benchmarks' real data and published results in ../shared (proactbench,
+    proactiveagent): a test that needs them is skipped with this reason where they are absent
+    (a plain clone), and fails under CI=true, where they must be present."""
     if not SHARED.is_dir():
-        reason = (f"needs the benchmark's shared data at {SHARED} (clone the repository beside "
-                  "its shared/ folder to run it)")
+        reason = (f"needs the benchmarks' shared data in {SHARED.parent} (clone the repository "
+                  "beside its shared/ folder to run it)")
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason)
         pytest.skip(reason)

@@ -6,9 +6,9 @@ import csv
 
 import pytest
 
-from proactflow.suites.proactiveagent.metrics import (METRIC_COLUMNS, CalibrationRow, Counts,
-                                                      calibration, count_verdicts,
-                                                      split_metrics)
+from proactflow.suites.proactiveagent.metrics import (CATEGORIES, METRIC_COLUMNS,
+                                                      CalibrationRow, Counts, calibration,
+                                                      count_verdicts, split_metrics)
 from replay import SHARED
 
 RESULTS = sorted((SHARED.parent / "proactiveagent" / "eval" / "results").glob("*.csv"))
@@ -65,18 +65,29 @@ def test_every_published_results_file_is_reproduced(shared_data, path):
 
 
 def test_calibration_by_hand():
-    rows = [CalibrationRow("Missed-Need", False, False), CalibrationRow("Missed-Need", False, True),
-            CalibrationRow("Correct-Rejection", True, True),
-            CalibrationRow("Correct-Rejection", True, False),
-            CalibrationRow("Correct-Detection", True, True),
-            CalibrationRow("Correct-Detection", True, True),
-            CalibrationRow("False-Alarm", False, False), CalibrationRow("False-Alarm", False, True)]
+    mn, cr, cd, fa = ("Missed-Need (MN)", "Correct-Rejection (CR)", "Correct-Detection (CD)",
+                      "False-Alarm (FA)")
+    rows = [CalibrationRow(mn, False, False), CalibrationRow(mn, False, True),
+            CalibrationRow(cr, True, True), CalibrationRow(cr, True, None),
+            CalibrationRow(cd, True, True), CalibrationRow(cd, True, True),
+            CalibrationRow(fa, False, False), CalibrationRow(fa, False, True)]
     result = calibration(rows)
-    assert result["Missed-Need"] == 0.5 and result["Correct-Detection"] == 1.0
-    assert result["Correct-Rejection"] == 0.5 and result["False-Alarm"] == 0.5
-    # accepted & valid 3, accepted & not valid 2, rejected & valid 1, rejected & not valid 2
-    assert result["accuracy"] == pytest.approx(5 / 8)
-    assert result["precision"] == pytest.approx(3 / 5)
-    assert result["recall"] == pytest.approx(3 / 4)
-    assert result["f1"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
+    assert (result[mn], result[cr], result[cd], result[fa]) == (0.5, 0.5, 1.0, 0.5)
+    assert result["agreement"] == 5 / 8
+    # accepted & valid 3, accepted & not valid 2, valid but no verdict 1 (a rejection, as the
+    # authors count it), rejected & not valid 2
+    assert (result["true_positive"], result["false_positive"], result["false_negative"],
+            result["true_negative"], result["no_verdict"]) == (3, 2, 1, 2, 1)
+    assert result["accuracy"] == 5 / 8
+    assert result["precision"] == 3 / 5 and result["recall"] == 3 / 4
+    assert result["f1"] == 6 / 9
     assert result["examples"] == 8
+
+
+def test_calibration_categories_are_the_reward_sets_own(shared_data):
+    import json
+
+    path = SHARED.parent / "proactiveagent" / "dataset" / "reward_data" / "test_data.jsonl"
+    seen = {json.loads(line)["category"] for line in path.read_text(encoding="utf-8")
+            .splitlines() if line}
+    assert seen == set(CATEGORIES)

@@ -23,7 +23,9 @@ METRIC_COLUMNS = ("Category", "Recall", "Precision", "Accuracy", "False-Alarm", 
                   "Accept Rate", "Total Events")
 """The columns of upstream's per-model results CSV, in its order."""
 
-CATEGORIES = ("Missed-Need", "Correct-Rejection", "Correct-Detection", "False-Alarm")
+CATEGORIES = ("Missed-Need (MN)", "Correct-Rejection (CR)", "Correct-Detection (CD)",
+              "False-Alarm (FA)")
+"""The reward test set's categories, as its `category` field spells them."""
 
 
 @dataclass(frozen=True)
@@ -81,33 +83,40 @@ class CalibrationRow:
     """One labelled example of the reward test set, with the candidate judge's verdict."""
 
     category: str
-    """Missed-Need, Correct-Rejection, Correct-Detection or False-Alarm."""
+    """One of CATEGORIES."""
     human_valid: bool
     """The human label: the proposal (or the absence of one) is right."""
-    judge_accepted: bool
-    """The candidate judge's verdict."""
+    judge_accepted: bool | None
+    """The candidate judge's verdict; None when its reply held none."""
 
 
-def calibration(rows: Iterable[CalibrationRow]) -> dict[str, float | int]:
-    """How a candidate judge agrees with people: the agreement rate per category, and accuracy,
-    precision, recall and F1 of "accepted" against the human label."""
+def calibration(rows: Iterable[CalibrationRow]) -> dict[str, float | int | None]:
+    """How a candidate judge agrees with people, with the authors' arithmetic: the agreement
+    rate per category and overall, and accuracy, precision, recall and F1 of "accepted" against
+    the human label. A missing verdict never agrees, and counts as a rejection in the
+    confusion matrix, as in the authors' script; `no_verdict` says how many there were."""
     rows = list(rows)
     agree: Counter[str] = Counter()
     seen: Counter[str] = Counter()
     tp = fp = tn = fn = 0
     for row in rows:
         seen[row.category] += 1
-        agree[row.category] += row.judge_accepted == row.human_valid
+        agree[row.category] += row.judge_accepted is not None \
+            and row.judge_accepted == row.human_valid
         if row.judge_accepted:
             tp, fp = (tp + 1, fp) if row.human_valid else (tp, fp + 1)
         else:
             fn, tn = (fn + 1, tn) if row.human_valid else (fn, tn + 1)
-    precision = tp / (tp + fp + EPSILON)
-    recall = tp / (tp + fn + EPSILON)
-    result: dict[str, float | int] = {
-        category: agree[category] / seen[category] for category in CATEGORIES if seen[category]}
+
+    def ratio(part: int, whole: int) -> float | None:
+        return part / whole if whole else None
+
+    result: dict[str, float | int | None] = {
+        category: ratio(agree[category], seen[category]) for category in CATEGORIES}
     result.update({
-        "accuracy": (tp + tn) / (len(rows) + EPSILON), "precision": precision,
-        "recall": recall, "f1": 2 * precision * recall / (precision + recall + EPSILON),
-        "examples": len(rows)})
+        "agreement": ratio(sum(agree.values()), len(rows)),
+        "accuracy": ratio(tp + tn, len(rows)), "precision": ratio(tp, tp + fp),
+        "recall": ratio(tp, tp + fn), "f1": ratio(2 * tp, 2 * tp + fp + fn),
+        "true_positive": tp, "false_positive": fp, "true_negative": tn, "false_negative": fn,
+        "no_verdict": sum(row.judge_accepted is None for row in rows), "examples": len(rows)})
     return result
