@@ -46,11 +46,8 @@ class Collection:
     removed_artifacts: list[Path] = field(default_factory=list)
     kept_artifacts: int = 0
     leftovers: list[Path] = field(default_factory=list)
-
-    @property
-    def freed_bytes(self) -> int:
-        return sum(p.stat().st_size for p in [*self.removed_artifacts, *self.leftovers]
-                   if p.exists())
+    freed_bytes: int = 0
+    """Measured when planned: after the removal the files are gone."""
 
 
 def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
@@ -104,7 +101,8 @@ def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
     removable = sorted(path for path in stage_of if path not in needed)
     leftovers = [path for path in folder.glob("*/.*.tmp")
                  if path.stat().st_mtime < recent_cut]  # a write killed half-way
-    return Collection(removed_runs, kept_runs, removable, len(needed), leftovers)
+    freed = sum(path.stat().st_size for path in [*removable, *leftovers])
+    return Collection(removed_runs, kept_runs, removable, len(needed), leftovers, freed)
 
 
 def collect(store: ArtifactStore, collection: Collection) -> None:
@@ -113,6 +111,10 @@ def collect(store: ArtifactStore, collection: Collection) -> None:
         record.path.unlink(missing_ok=True)
     for path in [*collection.removed_artifacts, *collection.leftovers]:
         path.unlink(missing_ok=True)
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e6:.1f} MB" if count >= 1e6 else f"{count / 1e3:.0f} kB"
 
 
 def summary_lines(collection: Collection, dry_run: bool) -> list[str]:
@@ -128,7 +130,7 @@ def summary_lines(collection: Collection, dry_run: bool) -> list[str]:
                  + (f" ({stages})" if stages else "")
                  + (f" and {len(collection.leftovers)} unfinished writes"
                     if collection.leftovers else "")
-                 + f", {collection.freed_bytes / 1e6:.1f} MB; kept "
+                 + f", {_size(collection.freed_bytes)}; kept "
                  f"{len(collection.kept_runs)} runs and {collection.kept_artifacts} artifacts")
     return lines
 

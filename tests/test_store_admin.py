@@ -56,10 +56,13 @@ def test_gc_keeps_the_latest_run_and_the_import_and_a_kept_run_still_reports(
     assert run_cli("gc", ["--store", str(store), "--keep-latest", "1", "--dry-run"]) == 0
     planned = capsys.readouterr().out
     assert "would remove 2 run records and 4 artifacts (2 judgments, 2 phase_scores)" in planned
+    assert ", 0 kB;" not in planned
     assert parquet_files(store) == before and len(list((store / "runs").glob("*"))) == 4
 
     assert run_cli("gc", ["--store", str(store), "--keep-latest", "1"]) == 0
-    capsys.readouterr()
+    removed = capsys.readouterr().out
+    assert removed.splitlines()[-1].replace("removed", "would remove") == \
+        planned.splitlines()[-1]  # the size freed too, not 0 for files already gone
     after = parquet_files(store)
     for stage, key in newest_run["artifacts"].items():
         assert key in after[stage], stage  # everything the kept run names
