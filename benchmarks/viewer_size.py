@@ -30,7 +30,7 @@ from run_benchmark import build_corpus  # noqa: E402
 
 from proactflow.evaluations import Evaluation  # noqa: E402
 from proactflow.sources import read_corpus_file  # noqa: E402
-from proactflow.stages.triggers import build_triggers  # noqa: E402
+from proactflow.suites.proactbench.triggers import build_triggers  # noqa: E402
 from proactflow.viewer import write_viewer  # noqa: E402
 
 MODELS = 16

@@ -18,7 +18,7 @@ from proactflow.pipeline import coverage_problem
 from proactflow.settings import RunSettings
 from proactflow.evaluations import Evaluation, evaluation_of
 from proactflow.report import write_report
-from proactflow.stages.leaderboard import build_leaderboard, with_rank_ranges
+from proactflow.suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges
 from proactflow.sweeps import SweepConfig
 
 BOOTSTRAP_SEED = 0

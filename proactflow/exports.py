@@ -15,8 +15,8 @@ from typing import Any
 import polars as pl
 
 from .cache.artifacts import write_atomic, write_parquet_atomic
-from .schemas.corpus import PHASES
-from .stages.phase_scores import score_triggers
+from .suites.proactbench.corpus import PHASES
+from .suites.proactbench.phase_scores import score_triggers
 
 _COUNT_KEYS = ("PASS", "PARTIAL", "FAIL", "SKIPPED")
 

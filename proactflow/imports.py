@@ -25,9 +25,9 @@ from .errors import UserError
 from .pipeline import materialize_phase_scores, materialize_triggers
 from .run_records import record_name
 from .schemas.arrow import conform, to_frame
-from .schemas.tables import JudgmentRow, ResponseRow
+from .suites.proactbench.tables import JudgmentRow, ResponseRow
 from .settings import PAPER_JUDGE, CorpusSource, ModelRole, RunSettings, protocol_defaults
-from .stages import judgments, responses
+from .suites.proactbench import judgments, responses
 
 UNKNOWN_PROMPT = "unknown"
 """The judge prompt of published labels: not established by the files, so not claimed."""

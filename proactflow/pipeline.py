@@ -23,12 +23,12 @@ from .chat import api_key_for
 from .llm import ChatClient
 from .ratelimit import SharedPacer
 from .schemas.arrow import conform
-from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
+from .suites.proactbench.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
 from .settings import ModelRole, RunSettings
 from .sources import CorpusFile, JudgePrompt, fetch_upstream_judge_prompt, locate_corpus, \
     read_judge_prompt_file
 from .streaming import RowStream
-from .stages import judgments, phase_scores, responses, triggers
+from .suites.proactbench import judgments, phase_scores, responses, triggers
 
 @dataclass
 class StageReport:

@@ -22,8 +22,8 @@ from .chat import ChatRequest, api_key_for
 from .llm import estimated_cost
 from .settings import ModelRole, RunSettings
 from .sources import JudgePrompt
-from .stages.judgments import judge_request
-from .stages.responses import planned_requests
+from .suites.proactbench.judgments import judge_request
+from .suites.proactbench.responses import planned_requests
 
 
 def check_access(role: ModelRole, label: str) -> None:

@@ -21,10 +21,10 @@ from .cache.artifacts import ArtifactSpec, ArtifactStore
 from .errors import UserError
 from .evaluations import Evaluation, TriggerSet, stored_evaluations
 from .schemas.arrow import conform
-from .schemas.corpus import PHASES
-from .schemas.tables import ResponseRow, TriggerRow
+from .suites.proactbench.corpus import PHASES
+from .suites.proactbench.tables import ResponseRow, TriggerRow
 from .settings import RunSettings
-from .stages import responses, triggers
+from .suites.proactbench import responses, triggers
 
 
 @dataclass(frozen=True)

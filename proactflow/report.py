@@ -23,9 +23,9 @@ from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
 from .viewer import write_viewer
 from .exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
-from .stages.agreement import judge_agreement
-from .stages.leaderboard import build_leaderboard, with_rank_ranges
-from .stages.phase_scores import score_phases
+from .suites.proactbench.agreement import judge_agreement
+from .suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges
+from .suites.proactbench.phase_scores import score_phases
 
 PERCENT_COLUMNS = ("pass_rate", "weighted_score", "ci_low", "ci_high")
 

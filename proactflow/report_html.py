@@ -6,9 +6,9 @@ import html
 
 import polars as pl
 
-from .schemas.corpus import PHASES
-from .stages.agreement import ORDER
-from .stages.leaderboard import OVERALL
+from .suites.proactbench.corpus import PHASES
+from .suites.proactbench.agreement import ORDER
+from .suites.proactbench.leaderboard import OVERALL
 
 
 def bar_chart(board: pl.DataFrame) -> str:

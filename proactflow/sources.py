@@ -23,7 +23,7 @@ from .cache.artifacts import write_atomic
 from .cache.keys import text_sha256
 from .errors import CorpusError, UserError
 from .network import unreachable
-from .schemas.corpus import CorpusRow
+from .suites.proactbench.corpus import CorpusRow
 from .settings import UPSTREAM_PROMPT_COMMIT, UPSTREAM_PROMPT_SHA256, CorpusSource
 
 UPSTREAM_MODULE_URL_ENV = "PROACTFLOW_UPSTREAM_PROMPT_URL"

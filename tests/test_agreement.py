@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from proactflow.stages.agreement import cohen_kappa, confusion, judge_agreement
+from proactflow.suites.proactbench.agreement import cohen_kappa, confusion, judge_agreement
 
 A = ["PASS", "PASS", "FAIL", "PARTIAL", "PASS", "FAIL"]
 B = ["PASS", "FAIL", "FAIL", "PARTIAL", "PARTIAL", "FAIL"]

@@ -16,7 +16,7 @@ from proactflow.errors import EndpointDown
 from proactflow.llm import ChatClient, ChatRequest
 from proactflow.redaction import redact, register_secret_variable
 from proactflow.settings import Generation, ModelRole, RuntimeOptions
-from proactflow.stages.judgments import parse_judge_reply
+from proactflow.suites.proactbench.judgments import parse_judge_reply
 
 FAST = RuntimeOptions(retry_base_delay_s=0.01, max_attempts=4)
 

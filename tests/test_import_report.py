@@ -11,7 +11,7 @@ import pytest
 
 from helpers import read_json, run_cli
 from proactflow.exports import metric_values
-from proactflow.stages.leaderboard import bootstrap_interval, build_leaderboard
+from proactflow.suites.proactbench.leaderboard import bootstrap_interval, build_leaderboard
 from replay import (ANSWERABLE, SAMPLE_CORPUS, SAMPLE_RESULTS, SHARED, SHARED_CORPUS,
                     SHARED_RESULTS, TRIGGERS, read_jsonl)
 
@@ -185,7 +185,7 @@ def test_imported_results_are_rejudged_without_generation(fake, tmp_path, capsys
 
 
 def test_rank_ranges_show_ties_where_intervals_overlap():
-    from proactflow.stages.leaderboard import with_rank_ranges
+    from proactflow.suites.proactbench.leaderboard import with_rank_ranges
 
     board = pl.DataFrame({
         "phase": ["OVERALL"] * 4,

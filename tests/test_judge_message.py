@@ -7,12 +7,12 @@ import json
 import polars as pl
 import pytest
 
-from proactflow.schemas.corpus import Rubric
+from proactflow.suites.proactbench.corpus import Rubric
 from proactflow.settings import ModelRole, protocol_defaults
 from proactflow.sources import JudgePrompt, read_corpus_file, read_judge_prompt_file
-from proactflow.stages.judgments import (evidence_is_verbatim, judge_request, judge_user_message,
+from proactflow.suites.proactbench.judgments import (evidence_is_verbatim, judge_request, judge_user_message,
                                          parse_judge_reply)
-from proactflow.stages.triggers import build_triggers
+from proactflow.suites.proactbench.triggers import build_triggers
 from replay import (JUDGE_PROMPT, SAMPLE_CORPUS, SHARED_CORPUS, SHARED_JUDGE_PROMPT, TRIGGERS,
                     read_jsonl)
 

@@ -8,10 +8,10 @@ import pytest
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
 from proactflow.pipeline import judgments_spec, responses_spec, triggers_spec
 from proactflow.schemas.arrow import arrow_schema, to_frame
-from proactflow.schemas.tables import JudgmentRow, PhaseScoreRow
+from proactflow.suites.proactbench.tables import JudgmentRow, PhaseScoreRow
 from proactflow.settings import (CorpusSource, Generation, ModelRole, RunSettings,
                                  RuntimeOptions, protocol_defaults)
-from proactflow.stages.phase_scores import score_phases
+from proactflow.suites.proactbench.phase_scores import score_phases
 
 
 def judgment(phase: str, status: str, score: str | None = None, turn: int = 1) -> JudgmentRow:

@@ -105,7 +105,7 @@ def report_agreement(frames: list, out: str | None) -> None:
     import polars as pl
 
     from ..report import write_agreement
-    from ..stages.agreement import judge_agreement
+    from ..suites.proactbench.agreement import judge_agreement
 
     table, disagreements = judge_agreement(pl.concat(frames))
     print_agreement(table)

@@ -11,7 +11,7 @@ from itertools import combinations
 
 import polars as pl
 
-from ..schemas.corpus import PHASES
+from .corpus import PHASES
 
 STAGE = "agreement"
 VERSION = 2

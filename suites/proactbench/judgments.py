@@ -9,15 +9,15 @@ from typing import Any, Callable
 import polars as pl
 from pydantic import ValidationError
 
-from ..llm import ChatClient, ChatRequest
-from ..pools import run_pool
-from ..schemas.arrow import to_frame
-from ..schemas.corpus import Rubric
-from ..schemas.judge import EvaluationResult, JudgeReply
-from ..schemas.tables import NON_ANSWER_STATUSES, JudgmentRow
-from ..settings import ModelRole
-from ..sources import JudgePrompt
-from ..streaming import RowStream
+from ...llm import ChatClient, ChatRequest
+from ...pools import run_pool
+from ...schemas.arrow import to_frame
+from .corpus import Rubric
+from .judge import EvaluationResult, JudgeReply
+from .tables import NON_ANSWER_STATUSES, JudgmentRow
+from ...settings import ModelRole
+from ...sources import JudgePrompt
+from ...streaming import RowStream
 
 STAGE = "judgments"
 VERSION = 2

@@ -13,7 +13,7 @@ import random
 
 import polars as pl
 
-from ..schemas.corpus import PHASES
+from .corpus import PHASES
 
 STAGE = "leaderboard"
 VERSION = 2

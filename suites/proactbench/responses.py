@@ -6,11 +6,11 @@ from typing import Any, Callable
 
 import polars as pl
 
-from ..llm import ChatClient, ChatRequest
-from ..pools import run_bounded
-from ..schemas.arrow import to_frame
-from ..schemas.tables import ResponseRow
-from ..settings import ModelRole
+from ...llm import ChatClient, ChatRequest
+from ...pools import run_bounded
+from ...schemas.arrow import to_frame
+from .tables import ResponseRow
+from ...settings import ModelRole
 
 STAGE = "responses"
 VERSION = 2

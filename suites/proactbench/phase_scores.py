@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..schemas.arrow import arrow_schema, frame_of
-from ..schemas.corpus import PHASES
-from ..schemas.tables import PhaseScoreRow
+from ...schemas.arrow import arrow_schema, frame_of
+from .corpus import PHASES
+from .tables import PhaseScoreRow
 
 STAGE = "phase_scores"
 VERSION = 3

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-from ..schemas.arrow import to_frame
-from ..schemas.corpus import CorpusRow
-from ..schemas.tables import Message, TriggerRow
+from ...schemas.arrow import to_frame
+from .corpus import CorpusRow
+from .tables import Message, TriggerRow
 
 STAGE = "triggers"
 VERSION = 1
