@@ -1,5 +1,5 @@
-"""Prefect flows: `evaluate` (triggers → responses → judgments → phase_scores) and `rejudge`
-(judgments → phase_scores over cached responses).
+"""Prefect flows: `evaluate` (samples → responses → judgments → scores, for any suite) and
+`rejudge` (judgments → scores over cached responses).
 
 One task per stage: a tracked task run costs milliseconds and a row in the UI, so the hundreds of
 LLM calls of a stage run inside its task under an asyncio pool rather than as tasks of their own.
@@ -22,55 +22,58 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
 from proactflow.cache.artifacts import Artifact
-from proactflow.exports import write_outputs
-from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_judgments,
-                                 materialize_phase_scores, materialize_responses,
-                                 materialize_triggers, open_call_cache, open_store,
-                                 responses_ready, stored_responses, with_endpoint_fingerprints)
+from proactflow.pipeline import (StageReport, materialize_judgments, materialize_responses,
+                                 materialize_samples, materialize_scores, open_call_cache,
+                                 open_store, responses_ready, stored_responses, suite_of,
+                                 with_endpoint_fingerprints)
 from proactflow.pools import run_together
 from proactflow.records import run_provenance, usage_and_cost, write_run_record
 from proactflow.settings import RunSettings
-from proactflow.sources import locate_corpus
 from proactflow.streaming import RowStream
+from proactflow.suites.base import Prompts
 
 
-@task(name="triggers", cache_policy=NO_CACHE, persist_result=False)
-def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
-    corpus = locate_corpus(settings.corpus)
-    artifact, report = materialize_triggers(settings, open_store(settings), corpus)
-    return artifact, report, corpus.revision
+@task(name="samples", cache_policy=NO_CACHE, persist_result=False)
+def samples_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
+    suite, store = suite_of(settings), open_store(settings)
+    source = suite.locate(settings, store)
+    artifact, report = materialize_samples(suite, settings, store, source)
+    return artifact, report, source.revision
 
 
 @task(name="responses", cache_policy=NO_CACHE, persist_result=False)
-async def responses_task(settings: RunSettings, triggers: Artifact,
+async def responses_task(settings: RunSettings, samples: Artifact, prompts: Prompts,
                          stream: RowStream | None = None) -> tuple[Artifact, StageReport]:
     store = open_store(settings)
     calls = open_call_cache(store)
     try:
-        return await materialize_responses(settings, store, calls, triggers, get_run_logger(),
-                                           stream)
+        return await materialize_responses(suite_of(settings), settings, store, calls, samples,
+                                           prompts, get_run_logger(), stream)
     finally:
         calls.close()
 
 
 @task(name="judgments", cache_policy=NO_CACHE, persist_result=False)
-async def judgments_task(settings: RunSettings, triggers: Artifact,
-                         responses: Artifact | RowStream) -> tuple[Artifact, StageReport, str]:
-    store = open_store(settings)
-    prompt = load_judge_prompt(settings, store)
+async def judgments_task(settings: RunSettings, samples: Artifact,
+                         responses: Artifact | RowStream, generation_prompts: Prompts
+                         ) -> tuple[Artifact, StageReport, Prompts]:
+    suite, store = suite_of(settings), open_store(settings)
+    prompts = suite.judge_prompts(settings, store)
     calls = open_call_cache(store)
     try:
-        artifact, report = await materialize_judgments(settings, store, calls, triggers,
-                                                       responses, prompt, get_run_logger())
+        artifact, report = await materialize_judgments(suite, settings, store, calls, samples,
+                                                       responses, generation_prompts, prompts,
+                                                       get_run_logger())
     finally:
         calls.close()
-    return artifact, report, prompt.sha256
+    return artifact, report, prompts
 
 
-@task(name="phase_scores", cache_policy=NO_CACHE, persist_result=False)
-def phase_scores_task(settings: RunSettings, judgments: Artifact, recompute: bool = False
-                      ) -> tuple[Artifact, StageReport]:
-    return materialize_phase_scores(open_store(settings), judgments, recompute=recompute)
+@task(name="scores", cache_policy=NO_CACHE, persist_result=False)
+def scores_task(settings: RunSettings, judgments: Artifact, recompute: bool = False
+                ) -> tuple[Artifact, StageReport]:
+    return materialize_scores(suite_of(settings), open_store(settings), judgments,
+                              recompute=recompute)
 
 
 def _slug(text: str) -> str:
@@ -81,68 +84,80 @@ def run_name() -> str:
     settings = flow_run.parameters.get("settings")
     if isinstance(settings, dict):
         settings = RunSettings.model_validate(settings)
-    return f"{settings.model_under_test.model} judged by {settings.judge.model}"
+    return f"{settings.model_under_test.model} judged by {settings.judge_name}"
 
 
 async def _run(settings: RunSettings, *, regenerate: bool,
                stored: tuple[str, str] | None = None,
                model_under_test_facts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Wire the stages. `stored` names (triggers key, responses key) already in the store, for
+    """Wire the stages. `stored` names (samples key, responses key) already in the store, for
     re-judging responses that no run settings describe (imports)."""
     logger = get_run_logger()
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
     settings = with_endpoint_fingerprints(
         settings, ("model_under_test", "judge") if regenerate else ("judge",))
-    store = open_store(settings)
+    suite, store = suite_of(settings), open_store(settings)
+    names = suite.stages
+    # The UI shows each stage under the name of the table it writes.
+    samples_stage = samples_task.with_options(name=names.samples)
+    responses_stage = responses_task.with_options(name=names.responses)
+    judgments_stage = judgments_task.with_options(name=names.judgments)
+    scores_stage = scores_task.with_options(name=names.scores)
+    generation_prompts = suite.generation_prompts(settings, store) if stored is None \
+        else Prompts()
     if stored is None:
-        triggers, triggers_report, revision = triggers_task(settings)
-        reports = [triggers_report]
-        ready = responses_ready(settings, store, triggers) if regenerate else \
-            stored_responses(settings, store, triggers)
+        samples, samples_report, revision = samples_stage(settings)
+        reports = [samples_report]
+        ready = responses_ready(suite, settings, store, samples, generation_prompts) \
+            if regenerate else stored_responses(suite, settings, store, samples,
+                                                generation_prompts)
     else:
-        triggers, ready = (store.get_by_key("triggers", stored[0]),
-                           store.get_by_key("responses", stored[1]))
-        revision = store.key_material(triggers.path)["settings"].get("corpus_revision", "")
+        samples, ready = (store.get_by_key(names.samples, stored[0]),
+                          store.get_by_key(names.responses, stored[1]))
+        revision = store.key_material(samples.path)["settings"].get("corpus_revision", "")
         reports = [StageReport(a.stage, a.key, True, a.complete, 0.0, a.frame().height)
-                   for a in (triggers, ready)]
+                   for a in (samples, ready)]
     if ready is None:
         # Judging starts with the first response: both stages run at once, joined by a stream.
         stream = RowStream()
-        (responses, responses_report), (judgments, judgments_report, prompt_sha) = \
-            await run_together(responses_task(settings, triggers, stream),
-                               judgments_task(settings, triggers, stream))
+        (responses, responses_report), (judgments, judgments_report, prompts) = \
+            await run_together(
+                responses_stage(settings, samples, generation_prompts, stream),
+                judgments_stage(settings, samples, stream, generation_prompts))
         reports.append(responses_report)
     else:
         responses = ready
-        if regenerate:
-            _, responses_report = await responses_task(settings, triggers)  # reuses the artifact
+        if regenerate:  # reuses the artifact
+            _, responses_report = await responses_stage(settings, samples, generation_prompts)
             reports.append(responses_report)
-        judgments, judgments_report, prompt_sha = await judgments_task(settings, triggers,
-                                                                       responses)
-    scores, scores_report = phase_scores_task(settings, judgments,
-                                              recompute=not judgments_report.reused)
+        judgments, judgments_report, prompts = await judgments_stage(
+            settings, samples, responses, generation_prompts)
+    scores, scores_report = scores_stage(settings, judgments,
+                                         recompute=not judgments_report.reused)
     reports += [judgments_report, scores_report]
 
     score_frame = scores.frame()
     response_frame, judgment_frame = responses.frame(), judgments.frame()
     complete = scores.complete
-    model, judge = settings.model_under_test.model, settings.judge.model
+    model, judge = settings.model_under_test.model, settings.judge_name
     await acreate_table_artifact(
-        key=f"phase-scores-{_slug(model)}-by-{_slug(judge)}",
-        table=score_frame.to_dicts(),
-        description=f"ProactBench phase scores of **{model}** judged by **{judge}**"
+        key=f"{_slug(names.scores)}-{_slug(model)}-by-{_slug(judge)}",
+        table=suite.summary_rows(score_frame),
+        description=f"{suite.display_name} {names.scores.replace('_', ' ')} of **{model}** "
+                    f"judged by **{judge}**"
                     + ("" if complete else " (incomplete: some calls failed; re-run to retry)"))
     usage = usage_and_cost(settings, response_frame, judgment_frame, reports)
-    provenance = run_provenance(settings, prompt_sha, revision, reports,
-                                model_under_test=model_under_test_facts)
+    provenance = run_provenance(settings, {**generation_prompts.hashes(), **prompts.hashes()},
+                                revision, reports, model_under_test=model_under_test_facts)
     outputs: dict[str, str] = {}
     if settings.out:
-        outputs = write_outputs(Path(settings.out), triggers.frame(), response_frame,
-                                judgment_frame, score_frame, provenance)
+        outputs = suite.write_outputs(Path(settings.out), samples.frame(), response_frame,
+                                      judgment_frame, score_frame, provenance)
+        main_output = outputs[suite.main_output]
         await acreate_link_artifact(
             key=f"outputs-{_slug(model)}-by-{_slug(judge)}",
-            link=Path(outputs["metrics.json"]).resolve().as_uri(), link_text="metrics.json",
+            link=Path(main_output).resolve().as_uri(), link_text=Path(main_output).name,
             description=f"Exports of {model} judged by {judge}")
     record_path = write_run_record(
         settings, run_id=str(flow_run.id or uuid.uuid4()),
@@ -152,12 +167,13 @@ async def _run(settings: RunSettings, *, regenerate: bool,
         model_under_test=model_under_test_facts)
     logger.info("run record: %s", record_path)
     return {"scores": score_frame.to_dicts(), "complete": complete, "record": str(record_path),
+            "coverage": suite.coverage(judgment_frame),
             "outputs": outputs, "stages": [r.as_dict() for r in reports], "usage": usage}
 
 
 @flow(name="evaluate", flow_run_name=run_name, persist_result=False, validate_parameters=True)
 async def evaluate(settings: RunSettings) -> dict[str, Any]:
-    """Regenerate and judge every trigger of the corpus, then score each phase."""
+    """Regenerate and judge every sample of the suite's data, then score each group."""
     return await _run(settings, regenerate=True)
 
 

@@ -14,7 +14,7 @@ from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.flows.evaluate import evaluate
-from proactflow.pipeline import coverage_problem
+from proactflow.pipeline import coverage_problem, suite_of
 from proactflow.settings import RunSettings
 from proactflow.evaluations import Evaluation, evaluation_of
 from proactflow.report import write_report
@@ -78,7 +78,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                                     return_exceptions=True)
     finished, failures, usage = [], [], []
     for settings, outcome in zip(runs, outcomes):
-        model, judge = settings.model_under_test.model, settings.judge.model
+        model, judge = settings.model_under_test.model, settings.judge_name
         if isinstance(outcome, BaseException):
             failures.append({"model": model, "judge": judge,
                              "error": str(outcome) or type(outcome).__name__})
@@ -86,7 +86,8 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
         else:
             finished.append(_evaluation(settings, outcome))
             usage.append(outcome["usage"])
-            shortfall = coverage_problem(outcome["scores"], settings.min_coverage)
+            shortfall = coverage_problem(suite_of(settings), outcome["coverage"],
+                                         settings.min_coverage)
             if shortfall is not None:  # ranked, but the night is not a success
                 failures.append({"model": model, "judge": judge, "error": shortfall})
                 logger.warning("%s judged by %s: %s", model, judge, shortfall)

@@ -22,7 +22,7 @@ from typing import Any
 
 from .cache.artifacts import ArtifactSpec, ArtifactStore
 from .errors import UserError
-from .pipeline import materialize_phase_scores, materialize_triggers
+from .pipeline import materialize_samples, materialize_scores, suite_of
 from .run_records import record_name
 from .schemas.arrow import conform, to_frame
 from .suites.proactbench.tables import JudgmentRow, ResponseRow
@@ -123,7 +123,8 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
                                    generation=protocol_defaults("model_under_test", name)),
         judge=ModelRole(model=judge, generation=protocol_defaults("judge", judge)),
         corpus=CorpusSource(path=corpus_path), store=str(store.root))
-    triggers_artifact, _ = materialize_triggers(settings, store)
+    suite = suite_of(settings)
+    triggers_artifact, _ = materialize_samples(suite, settings, store)
     trigger_frame = triggers_artifact.frame()
 
     corpus_ids = set(trigger_frame["unique_id_eval"].unique().to_list())
@@ -204,7 +205,7 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
                                    "judge_prompt_sha256": UNKNOWN_PROMPT})
     judgment_artifact = store.put(judgments_spec,
                                   conform(to_frame(judgment_rows, JudgmentRow), JudgmentRow))
-    scores_artifact, _ = materialize_phase_scores(store, judgment_artifact)
+    scores_artifact, _ = materialize_scores(suite, store, judgment_artifact)
     _write_import_record(store, path, digest, name, judge, {
         "triggers": triggers_artifact.key, "responses": responses_spec.key,
         "judgments": judgments_spec.key, "phase_scores": scores_artifact.key},

@@ -33,6 +33,8 @@ litellm.telemetry = False
 
 T = TypeVar("T")
 LITELLM_VERSION = metadata.version("litellm")
+INVALID_MODEL_REPLY = "invalid model reply"
+"""How an error of the model under test starts when none of its replies parsed."""
 
 
 @dataclass
@@ -86,11 +88,13 @@ class ChatClient:
                  completion: Callable[..., Awaitable[Any]] | None = None,
                  request_pacer: SharedPacer | None = None,
                  token_pacer: SharedPacer | None = None, *, refresh: bool = False,
-                 in_flight: AdaptiveLimit | None = None):
+                 in_flight: AdaptiveLimit | None = None, reply_kind: str = "judge"):
         self.role = role
         self.cache = cache
         self.runtime = runtime
         self.refresh = refresh
+        self.reply_kind = reply_kind
+        """Whose replies `accept` parses: "judge", or "model" (the model under test)."""
         self.stats = CallStats()
         self.in_flight = in_flight or AdaptiveLimit(runtime.concurrency)
         self._completion = completion or litellm.acompletion
@@ -204,7 +208,8 @@ class ChatClient:
                 outcome.parsed = accept(outcome.content or "")
             except ValueError as exc:
                 self.stats.invalid_replies += 1
-                last_error = f"invalid judge reply: {str(exc).splitlines()[0][:300]}"
+                last_error = f"invalid {self.reply_kind} reply: " \
+                             f"{str(exc).splitlines()[0][:300]}"
                 continue
             self._count_kept(outcome)
             return self._store(request, outcome, accept)

@@ -1,5 +1,6 @@
-"""Stage materialisation: compute an artifact's key, reuse it when stored and final, otherwise
-run the stage and store the output. The Prefect flows call these; so do `--dry-run` and `status`.
+"""Stage materialisation, for every suite: compute an artifact's key, reuse it when stored and
+final, otherwise run the stage and store the output. The Prefect flows call these; so do
+`--dry-run` and `status`.
 
 An artifact holding failures (error rows) is stored but marked incomplete: the next run computes
 it again, and the per-call cache makes that cost only the calls that failed.
@@ -17,18 +18,21 @@ import polars as pl
 
 from .cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
 from .cache.calls import CallCache
-from .errors import UserError
-from .endpoints import endpoint_fingerprint
 from .chat import api_key_for
+from .endpoints import endpoint_fingerprint
+from .errors import UserError
 from .llm import ChatClient
 from .ratelimit import SharedPacer
 from .schemas.arrow import conform
-from .suites.proactbench.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
 from .settings import ModelRole, RunSettings
-from .sources import CorpusFile, JudgePrompt, fetch_upstream_judge_prompt, locate_corpus, \
-    read_judge_prompt_file
+from .stages.judgments import judge_responses
+from .stages.responses import generate_responses
 from .streaming import RowStream
-from .suites.proactbench import judgments, phase_scores, responses, triggers
+from .suites import get_suite
+from .suites.base import DataSource, Prompts, Suite
+
+Logger = logging.Logger | logging.LoggerAdapter
+
 
 @dataclass
 class StageReport:
@@ -46,6 +50,10 @@ class StageReport:
         return dict(self.__dict__)
 
 
+def suite_of(settings: RunSettings) -> Suite:
+    return get_suite(settings.suite)
+
+
 def with_endpoint_fingerprints(settings: RunSettings, roles: tuple[str, ...] = (
         "model_under_test", "judge")) -> RunSettings:
     """Each role with its own endpoint, with the fingerprint of the model that endpoint serves
@@ -53,8 +61,8 @@ def with_endpoint_fingerprints(settings: RunSettings, roles: tuple[str, ...] = (
     run, whoever starts it; a role whose endpoint lists no such model keeps none."""
     updates = {}
     for name in roles:
-        role: ModelRole = getattr(settings, name)
-        if role.api_base and role.endpoint_fingerprint is None:
+        role: ModelRole | None = getattr(settings, name)
+        if role is not None and role.api_base and role.endpoint_fingerprint is None:
             fingerprint = endpoint_fingerprint(role.api_base, role.model, api_key_for(role))
             if fingerprint is not None:
                 updates[name] = role.model_copy(update={"endpoint_fingerprint": fingerprint})
@@ -69,72 +77,74 @@ def open_call_cache(store: ArtifactStore) -> CallCache:
     return CallCache(store.root / "calls")
 
 
-def load_judge_prompt(settings: RunSettings, store: ArtifactStore) -> JudgePrompt:
-    if settings.judge_prompt_file:
-        return read_judge_prompt_file(settings.judge_prompt_file)
-    return fetch_upstream_judge_prompt(store.root)
-
-
 # Artifact specs: the key of each stage is a hash of everything below and nothing else.
 
-def triggers_spec(settings: RunSettings, corpus_revision: str) -> ArtifactSpec:
-    source = settings.corpus
-    origin = None if source.path else f"{source.repo_id}/{source.filename}"
-    return ArtifactSpec(triggers.STAGE, triggers.VERSION, {}, {
-        "corpus_origin": origin, "corpus_revision": corpus_revision,
-        "limit": source.limit, "phases": sorted(source.phases)})
+def samples_spec(suite: Suite, settings: RunSettings, source: DataSource) -> ArtifactSpec:
+    stage = suite.stages.samples
+    return ArtifactSpec(stage, suite.stages.version(stage), {},
+                        suite.samples_key_settings(settings, source))
 
 
-def responses_spec(settings: RunSettings, triggers_key: str) -> ArtifactSpec:
-    return ArtifactSpec(responses.STAGE, responses.VERSION, {"triggers": triggers_key}, {
-        "model_under_test": settings.model_under_test.key_material(), "samples": settings.samples})
+def responses_spec(suite: Suite, settings: RunSettings, samples_key: str,
+                   prompts: Prompts) -> ArtifactSpec:
+    stage = suite.stages.responses
+    return ArtifactSpec(stage, suite.stages.version(stage), {suite.stages.samples: samples_key}, {
+        "model_under_test": settings.model_under_test.key_material(),
+        "samples": settings.samples, **suite.responses_key_settings(settings, prompts)})
 
 
-def judgments_spec(settings: RunSettings, responses_key: str, prompt_sha256: str) -> ArtifactSpec:
-    return ArtifactSpec(judgments.STAGE, judgments.VERSION, {"responses": responses_key}, {
-        "judge": settings.judge.key_material(), "judge_prompt_sha256": prompt_sha256,
-        "response_format": settings.judge_response_format})
+def judgments_spec(suite: Suite, settings: RunSettings, responses_key: str,
+                   prompts: Prompts) -> ArtifactSpec:
+    stage = suite.stages.judgments
+    judge = settings.judge.key_material() if settings.judge is not None else None
+    return ArtifactSpec(stage, suite.stages.version(stage), {suite.stages.responses: responses_key},
+                        {"judge": judge, **suite.judgments_key_settings(settings, prompts)})
 
 
-def phase_scores_spec(judgments_key: str) -> ArtifactSpec:
-    return ArtifactSpec(phase_scores.STAGE, phase_scores.VERSION,
-                        {"judgments": judgments_key}, {})
+def scores_spec(suite: Suite, judgments_key: str) -> ArtifactSpec:
+    stage = suite.stages.scores
+    return ArtifactSpec(stage, suite.stages.version(stage), {suite.stages.judgments: judgments_key},
+                        {})
+
+
+def _report(spec: ArtifactSpec, reused: bool, complete: bool, started: float, rows: int,
+            calls: dict[str, int] | None = None) -> StageReport:
+    return StageReport(spec.stage, spec.key, reused, complete, time.monotonic() - started, rows,
+                       calls or {})
+
+
+def _incomplete(suite: Suite, frame: pl.DataFrame) -> bool:
+    return not frame.filter(pl.col("status").is_in(list(suite.error_statuses))).is_empty()
 
 
 # Materialisation.
 
-def materialize_triggers(settings: RunSettings, store: ArtifactStore,
-                         corpus: CorpusFile | None = None) -> tuple[Artifact, StageReport]:
-    """The triggers artifact; the corpus is parsed and validated only when it is not stored."""
+def materialize_samples(suite: Suite, settings: RunSettings, store: ArtifactStore,
+                        source: DataSource | None = None) -> tuple[Artifact, StageReport]:
+    """The samples artifact; the data is parsed and validated only when it is not stored."""
     started = time.monotonic()
-    corpus = corpus or locate_corpus(settings.corpus)
-    spec = triggers_spec(settings, corpus.revision)
+    source = source or suite.locate(settings, store)
+    spec = samples_spec(suite, settings, source)
     found = store.get(spec)
     if found is not None:
-        return found, StageReport(spec.stage, spec.key, True, True,
-                                  time.monotonic() - started, found.frame().height)
-    frame = triggers.build_triggers(corpus.rows(), limit=settings.corpus.limit,
-                                    phases=settings.corpus.phases)
-    if frame.is_empty():
-        raise UserError(f"no triggers to evaluate in {corpus.description} for phases "
-                        f"{','.join(settings.corpus.phases)}")
-    artifact = store.put(spec, conform(frame, TriggerRow))
-    return artifact, StageReport(spec.stage, spec.key, False, True,
-                                 time.monotonic() - started, frame.height)
+        return found, _report(spec, True, True, started, found.frame().height)
+    frame = suite.build_samples(settings, source)
+    artifact = store.put(spec, conform(frame, suite.tables.samples))
+    return artifact, _report(spec, False, True, started, frame.height)
 
 
 class Progress:
     """Logs `done/total` of a stage now and then: every 10 % (at least 10 rows) or 15 s."""
 
-    def __init__(self, logger: logging.Logger | logging.LoggerAdapter, label: str, total: int):
-        self.logger, self.label, self.total = logger, label, total
+    def __init__(self, logger: Logger, label: str, total: int, failed: tuple[str, ...]):
+        self.logger, self.label, self.total, self._failed = logger, label, total, failed
         self.done = self.failed = 0
         self._last_time = time.monotonic()
         self._last_done = 0
 
     def __call__(self, row: Any) -> None:
         self.done += 1
-        if row.status in ("error", "judge_error"):
+        if row.status in self._failed:
             self.failed += 1
         now = time.monotonic()
         step = max(10, self.total // 10)
@@ -145,9 +155,9 @@ class Progress:
             self._last_time, self._last_done = now, self.done
 
 
-def _client(role: ModelRole, calls: CallCache, settings: RunSettings, stage: str
-            ) -> ChatClient:
-    """A client for one role, paced by --rpm/--tpm across every run sharing the store."""
+def _client(role: ModelRole, calls: CallCache, settings: RunSettings, table: str) -> ChatClient:
+    """A client for one role, paced by --rpm/--tpm across every run sharing the store;
+    `table` (responses or judgments) says which `--refresh` applies."""
     runtime = settings.runtime
     coordination = Path(settings.store).expanduser() / "coordination"
     target = f"{role.model}@{role.endpoint or 'provider'}"
@@ -157,79 +167,61 @@ def _client(role: ModelRole, calls: CallCache, settings: RunSettings, stage: str
         if runtime.rpm else None,
         token_pacer=SharedPacer(coordination, f"tpm|{target}", runtime.tpm)
         if runtime.tpm else None,
-        refresh=settings.refreshes(stage))
+        refresh=settings.refreshes(table),
+        reply_kind="model" if table == "responses" else "judge")
 
 
-async def materialize_responses(settings: RunSettings, store: ArtifactStore, calls: CallCache,
-                                triggers_artifact: Artifact,
-                                logger: logging.Logger | logging.LoggerAdapter,
-                                stream: RowStream | None = None
+async def materialize_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
+                                calls: CallCache, samples_artifact: Artifact, prompts: Prompts,
+                                logger: Logger, stream: RowStream | None = None
                                 ) -> tuple[Artifact, StageReport]:
     """The responses artifact. With `stream`, every row is also handed to the judgments stage
     the moment it exists; the stream is closed at the end, or aborted if this stage fails."""
     started = time.monotonic()
-    spec = responses_spec(settings, triggers_artifact.key)
+    spec = responses_spec(suite, settings, samples_artifact.key, prompts)
     try:
-        found = None if settings.refreshes(responses.STAGE) else store.get(spec)
+        found = None if settings.refreshes("responses") else store.get(spec)
         if found is not None and found.complete:
             frame = found.frame()
             if stream is not None:
                 for row in frame.iter_rows(named=True):
                     stream.put(row)
                 stream.close(True)
-            return found, StageReport(spec.stage, spec.key, True, True,
-                                      time.monotonic() - started, frame.height)
-        trigger_frame = triggers_artifact.frame()
-        client = _client(settings.model_under_test, calls, settings, responses.STAGE)
-        progress = Progress(logger, f"responses of {settings.model_under_test.model}",
-                            trigger_frame.height * settings.samples)
+            return found, _report(spec, True, True, started, frame.height)
+        samples = samples_artifact.frame()
+        role = settings.model_under_test
+        client = _client(role, calls, settings, "responses")
+        progress = Progress(logger, f"responses of {role.model}",
+                            samples.height * settings.samples, suite.error_statuses)
 
-        def on_row(row: ResponseRow) -> None:
+        def on_row(row: Any) -> None:
             progress(row)
             if stream is not None:
-                stream.put(row.model_dump())
+                stream.put(row.model_dump(by_alias=True))
 
-        frame = await responses.generate_responses(
-            trigger_frame, settings.model_under_test, client, samples=settings.samples,
-            concurrency=settings.runtime.concurrency, on_row=on_row)
-        # Empty, truncated and blocked replies are the model's answers to these requests: final.
-        complete = frame.filter(pl.col("status") == "error").is_empty()
-        artifact = store.put(spec, conform(frame, ResponseRow), complete=complete)
+        frame = await generate_responses(suite, samples, role, prompts, client,
+                                         samples_per_item=settings.samples,
+                                         concurrency=settings.runtime.concurrency, on_row=on_row)
+        # Replies that are not answers are the model's answers to these requests: final.
+        complete = not _incomplete(suite, frame)
+        artifact = store.put(spec, conform(frame, suite.tables.responses), complete=complete)
     except BaseException:
         if stream is not None:
             stream.abort()
         raise
     if stream is not None:
         stream.close(complete)
-    return artifact, StageReport(spec.stage, spec.key, False, complete,
-                                 time.monotonic() - started, frame.height,
-                                 client.stats.as_dict())
+    return artifact, _report(spec, False, complete, started, frame.height,
+                             client.stats.as_dict())
 
 
-def responses_ready(settings: RunSettings, store: ArtifactStore, triggers_artifact: Artifact
-                    ) -> Artifact | None:
+def responses_ready(suite: Suite, settings: RunSettings, store: ArtifactStore,
+                    samples_artifact: Artifact, prompts: Prompts) -> Artifact | None:
     """The stored responses when they are complete (nothing to generate), else None."""
-    if settings.refreshes(responses.STAGE):
+    if settings.refreshes("responses"):
         return None
-    found = store.get(responses_spec(settings, triggers_artifact.key))
+    found = store.get(responses_spec(suite, settings, samples_artifact.key, prompts))
     return found if found is not None and found.complete else None
-
-
-def responses_by_model(store: ArtifactStore) -> dict[str, tuple[str, str]]:
-    """Model -> (triggers key, responses key) of its newest responses in the store, from runs and
-    imports alike."""
-    newest: dict[str, tuple[float, str, str]] = {}
-    for path in (store.root / "artifacts" / responses.STAGE).glob("*.parquet"):
-        triggers_key = store.key_material(path).get("inputs", {}).get("triggers")
-        if not triggers_key or not store.path_for(triggers.STAGE, triggers_key).exists():
-            continue
-        head = pl.read_parquet(path, columns=["model"], n_rows=1)
-        if head.is_empty():
-            continue
-        model, stamp = head["model"][0], path.stat().st_mtime
-        if model not in newest or newest[model][0] < stamp:
-            newest[model] = (stamp, triggers_key, path.stem)
-    return {model: (t, r) for model, (_, t, r) in sorted(newest.items())}
 
 
 def _without_fingerprint(material: dict[str, Any]) -> dict[str, Any]:
@@ -238,15 +230,15 @@ def _without_fingerprint(material: dict[str, Any]) -> dict[str, Any]:
     return {**material, "settings": {**material.get("settings", {}), "model_under_test": role}}
 
 
-def stored_responses(settings: RunSettings, store: ArtifactStore,
-                     triggers_artifact: Artifact) -> Artifact:
+def stored_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
+                     samples_artifact: Artifact, prompts: Prompts) -> Artifact:
     """The cached responses for these settings, for `rejudge`; a clear error when absent.
 
     The endpoint that produced them may since have been redeployed or shut down, so its model
     fingerprint may differ or be unknown now: the newest responses that match in everything but
     the fingerprint are then the ones meant.
     """
-    spec = responses_spec(settings, triggers_artifact.key)
+    spec = responses_spec(suite, settings, samples_artifact.key, prompts)
     found = store.get(spec)
     if found is None:
         wanted = _without_fingerprint(spec.material())
@@ -258,85 +250,77 @@ def stored_responses(settings: RunSettings, store: ArtifactStore,
     if found is None:
         raise UserError(
             f"no cached responses of {settings.model_under_test.model} for these settings in "
-            f"{store.root} (corpus, limit, phases, endpoint and generation settings must match "
+            f"{store.root} (data, selection, endpoint and generation settings must match "
             f"the run that produced them): run 'proactflow run' first")
     return found
 
 
-async def materialize_judgments(settings: RunSettings, store: ArtifactStore, calls: CallCache,
-                                triggers_artifact: Artifact, responses_in: Artifact | RowStream,
-                                prompt: JudgePrompt,
-                                logger: logging.Logger | logging.LoggerAdapter
+async def materialize_judgments(suite: Suite, settings: RunSettings, store: ArtifactStore,
+                                calls: CallCache, samples_artifact: Artifact,
+                                responses_in: Artifact | RowStream, generation_prompts: Prompts,
+                                prompts: Prompts, logger: Logger
                                 ) -> tuple[Artifact, StageReport]:
     """The judgments artifact, from the stored responses or from a stream of them while the
     responses stage runs. Its key depends on the responses' key (which settings determine for a
     stream)."""
     started = time.monotonic()
-    responses_key = responses_in.key if isinstance(responses_in, Artifact) \
-        else responses_spec(settings, triggers_artifact.key).key
-    spec = judgments_spec(settings, responses_key, prompt.sha256)
+    responses_key = responses_in.key if isinstance(responses_in, Artifact) else \
+        responses_spec(suite, settings, samples_artifact.key, generation_prompts).key
+    spec = judgments_spec(suite, settings, responses_key, prompts)
+    samples = samples_artifact.frame()
+    source: pl.DataFrame | RowStream
     if isinstance(responses_in, Artifact):
-        found = None if settings.refreshes(judgments.STAGE) else store.get(spec)
+        found = None if settings.refreshes("judgments") else store.get(spec)
         if found is not None and found.complete and responses_in.complete:
-            return found, StageReport(spec.stage, spec.key, True, True,
-                                      time.monotonic() - started, found.frame().height)
-        stored = responses_in.frame()
-        source: pl.DataFrame | RowStream = stored
-        total = stored.height
+            return found, _report(spec, True, True, started, found.frame().height)
+        source = responses_in.frame()
+        total = source.height
     else:
-        source = responses_in
-        total = triggers_artifact.frame().height * settings.samples
-    client = _client(settings.judge, calls, settings, judgments.STAGE)
-    frame = await judgments.judge_responses(
-        triggers_artifact.frame(), source, settings.judge, prompt, client,
-        response_format=settings.judge_response_format,
+        source, total = responses_in, samples.height * settings.samples
+    judge = settings.judge
+    client = _client(judge, calls, settings, "judgments") if judge is not None else None
+    frame = await judge_responses(
+        suite, samples, source, judge, prompts, client, settings,
         concurrency=settings.runtime.concurrency,
-        on_row=Progress(logger, f"judgments by {settings.judge.model}", total))
-    upstream_complete = responses_in.complete
-    complete = upstream_complete and frame.filter(
-        pl.col("status").is_in(["judge_error", "generation_error"])).is_empty()
-    artifact = store.put(spec, conform(frame, JudgmentRow), complete=complete)
-    return artifact, StageReport(spec.stage, spec.key, False, complete,
-                                 time.monotonic() - started, frame.height,
-                                 client.stats.as_dict())
+        on_row=Progress(logger, f"judgments by {settings.judge_name}", total,
+                        suite.error_statuses))
+    complete = responses_in.complete and not _incomplete(suite, frame)
+    artifact = store.put(spec, conform(frame, suite.tables.judgments), complete=complete)
+    return artifact, _report(spec, False, complete, started, frame.height,
+                             client.stats.as_dict() if client is not None else {})
 
 
-def materialize_phase_scores(store: ArtifactStore, judgments_artifact: Artifact, *,
-                             recompute: bool = False) -> tuple[Artifact, StageReport]:
-    """The phase scores of a judgments artifact; `recompute` when the judgments were just
-    written (a refresh rewrites an artifact under the same key)."""
+def materialize_scores(suite: Suite, store: ArtifactStore, judgments_artifact: Artifact, *,
+                       recompute: bool = False) -> tuple[Artifact, StageReport]:
+    """The scores of a judgments artifact; `recompute` when the judgments were just written (a
+    refresh rewrites an artifact under the same key)."""
     started = time.monotonic()
-    spec = phase_scores_spec(judgments_artifact.key)
+    spec = scores_spec(suite, judgments_artifact.key)
     found = None if recompute else store.get(spec)
     if found is not None and found.complete and judgments_artifact.complete:
-        return found, StageReport(spec.stage, spec.key, True, True, time.monotonic() - started,
-                                  found.frame().height)
-    frame = phase_scores.score_phases(judgments_artifact.frame())
-    artifact = store.put(spec, conform(frame, PhaseScoreRow),
+        return found, _report(spec, True, True, started, found.frame().height)
+    frame = suite.score(judgments_artifact.frame())
+    artifact = store.put(spec, conform(frame, suite.tables.scores),
                          complete=judgments_artifact.complete)
-    return artifact, StageReport(spec.stage, spec.key, False, judgments_artifact.complete,
-                                 time.monotonic() - started, frame.height)
+    return artifact, _report(spec, False, judgments_artifact.complete, started, frame.height)
 
 
-ERROR_STATUS_COLUMNS = ("generation_errors", "judge_errors")
-
-
-def coverage_problem(scores: list[dict[str, Any]], min_coverage: float | None) -> str | None:
-    """Why a run's coverage is too low to call it a success, or None. With `min_coverage`, the
-    share of triggers scored must reach it; without, no trigger may be lost to a failed call
-    (empty, truncated or blocked replies are the model's answers, not failures)."""
-    overall = next((row for row in scores if row["phase"] == "OVERALL"), None)
-    if overall is None or not overall["triggers"]:
+def coverage_problem(suite: Suite, coverage: tuple[int, int, dict[str, int]],
+                     min_coverage: float | None) -> str | None:
+    """Why a run's coverage (`Suite.coverage`) is too low to call it a success, or None. With
+    `min_coverage`, the share of samples scored must reach it; without, no sample may be lost
+    to a failed call (replies that are not answers are the model's answers, not failures)."""
+    scored, total, lost_by_kind = coverage
+    if not total:
         return None
-    scored, total = overall["evaluated"], overall["triggers"]
     if min_coverage is not None:
         if scored / total < min_coverage:
-            return (f"coverage {scored}/{total} triggers scored ({scored / total:.1%}) is below "
-                    f"--min-coverage {min_coverage:.1%}")
+            return (f"coverage {scored}/{total} {suite.sample_noun} scored ({scored / total:.1%}) "
+                    f"is below --min-coverage {min_coverage:.1%}")
         return None
-    lost = sum(overall[column] for column in ERROR_STATUS_COLUMNS)
+    lost = sum(lost_by_kind.values())
     if lost:
-        return (f"{lost} of {total} triggers not scored because calls failed "
-                f"({overall['generation_errors']} generation, {overall['judge_errors']} judge): "
-                "re-run to retry them, or accept with --min-coverage")
+        kinds = ", ".join(f"{count} {kind}" for kind, count in lost_by_kind.items())
+        return (f"{lost} of {total} {suite.sample_noun} not scored because calls failed "
+                f"({kinds}): re-run to retry them, or accept with --min-coverage")
     return None

@@ -18,12 +18,10 @@ from .cache.calls import CallCache
 from .errors import UserError
 from .endpoints import endpoint_url, get_request
 from .effective import wire_params
-from .chat import ChatRequest, api_key_for
+from .chat import ChatOutcome, ChatRequest, api_key_for
 from .llm import estimated_cost
 from .settings import ModelRole, RunSettings
-from .sources import JudgePrompt
-from .suites.proactbench.judgments import judge_request
-from .suites.proactbench.responses import planned_requests
+from .suites.base import Prompts, Suite
 
 
 def check_access(role: ModelRole, label: str) -> None:
@@ -85,9 +83,8 @@ def role_lines(label: str, role: ModelRole) -> list[str]:
 
 @dataclass
 class Plan:
-    dialogues: int
-    triggers: int
-    unevaluable: int
+    summary: str
+    """What the samples are (suite's words: dialogues, triggers, traces, events)."""
     generation_calls: int
     generation_cached: int
     judge_calls: int
@@ -108,13 +105,11 @@ class Plan:
 
     def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool) -> list[str]:
         out = [f"corpus      {settings.corpus.describe()} (revision {corpus_revision[:19]})",
-               f"plan        {self.dialogues} dialogues, {self.triggers} triggers"
-               + (f" ({self.unevaluable} not evaluable: no user message)"
-                  if self.unevaluable else "")
+               f"plan        {self.summary}"
                + (f", {settings.samples} samples each" if settings.samples > 1 else "")]
         for label, role, used in (("generation", settings.model_under_test, regenerate),
                                   ("judging", settings.judge, True)):
-            if used:
+            if used and role is not None:
                 out.extend(role_lines(label, role))
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
@@ -122,84 +117,95 @@ class Plan:
             out.append(f"generation  {settings.model_under_test.model}: "
                        f"{self.generation_calls} calls, {self.generation_cached} cached, "
                        f"{generation_to_make} to make")
-        out.append(f"judging     {settings.judge.model}: {self.judge_calls} calls, "
+        out.append(f"judging     {settings.judge_name}: {self.judge_calls} calls, "
                    f"{self.judge_cached} cached, {judge_to_make} to make")
         if regenerate and generation_to_make:
             out.append(self._estimate("  generation: ", settings.model_under_test,
                                       generation_to_make, self.generation_prompt_tokens))
-        if judge_to_make:
+        if judge_to_make and settings.judge is not None:
             out.append(self._estimate("  judging:    ", settings.judge, judge_to_make,
                                       self.judge_prompt_tokens))
         return out
 
 
-def make_plan(settings: RunSettings, triggers: Artifact, calls: CallCache,
-              prompt: JudgePrompt, responses: pl.DataFrame | None = None) -> Plan:
-    """Count calls to make and estimate their prompt tokens. With `responses` (rejudge), judge
-    exactly those that are ok. A response not generated yet is estimated by the curation-time
-    response of the same turn."""
-    frame = triggers.frame()
-    generation_total = generation_cached = judge_total = judge_cached = 0
-    generation_tokens = judge_tokens = 0
+def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, calls: CallCache,
+              generation_prompts: Prompts, judge_prompts: Prompts,
+              responses: pl.DataFrame | None = None) -> Plan:
+    """Count the calls to make and estimate their prompt tokens, by walking every episode
+    against the per-call cache: a cached reply is read as the run would read it, so the next
+    request of the episode and the judge's request are known exactly. From the first reply not
+    cached on, the episode goes on with the suite's stand-in reply (ProactBench: the
+    curation-time response), counted as to make. With `responses` (rejudge), judge exactly
+    those."""
+    frame = samples.frame()
+    rows = frame.to_dicts()
+    role, judge = settings.model_under_test, settings.judge
+    plan = Plan(suite.plan_summary(frame), 0, 0, 0, 0)
 
-    def count_judge(trigger, response: str, sample_index: int) -> None:
-        nonlocal judge_total, judge_cached, judge_tokens
-        judge_total += 1
-        judged = judge_request(trigger, response, settings.judge, prompt,
-                               settings.judge_response_format, sample_index)
-        if judged.key in calls:
-            judge_cached += 1
+    def count_judge(sample: dict, response: dict, cached_reply: bool) -> None:
+        request = suite.judgment_request(sample, response, judge, judge_prompts, settings)
+        if request is None:
+            return
+        plan.judge_calls += 1
+        if cached_reply and request.key in calls:
+            plan.judge_cached += 1
         else:
-            judge_tokens += judged.estimated_prompt_tokens
+            plan.judge_prompt_tokens += request.estimated_prompt_tokens
 
-    if responses is None:
-        for trigger, sample_index, request in planned_requests(frame, settings.model_under_test,
-                                                               settings.samples):
-            generation_total += 1
-            hit = calls.get(request.key)
-            if hit is None:
-                generation_tokens += request.estimated_prompt_tokens
-                judge_total += 1
-                judge_tokens += judge_request(
-                    trigger, trigger["curation_response"] or "", settings.judge, prompt,
-                    settings.judge_response_format, sample_index).estimated_prompt_tokens
-                continue
-            generation_cached += 1
-            count_judge(trigger, hit["content"], sample_index)
-    else:
-        by_trigger = {(t["unique_id_eval"], t["turn"]): t for t in frame.iter_rows(named=True)}
-        for response in responses.filter(pl.col("status") == "ok").iter_rows(named=True):
-            count_judge(by_trigger[(response["unique_id_eval"], response["turn"])],
-                        response["response"], response["sample_index"])
-    return Plan(dialogues=frame["unique_id_eval"].n_unique(), triggers=frame.height,
-                unevaluable=frame.filter(~pl.col("evaluable")).height,
-                generation_calls=generation_total, generation_cached=generation_cached,
-                judge_calls=judge_total, judge_cached=judge_cached,
-                generation_prompt_tokens=generation_tokens, judge_prompt_tokens=judge_tokens)
+    if responses is not None:
+        position = {tuple(r[c] for c in suite.sample_key): i for i, r in enumerate(rows)}
+        for response in responses.iter_rows(named=True):
+            count_judge(rows[position[tuple(response[c] for c in suite.sample_key)]], response,
+                        True)
+        return plan
+    for episode in suite.episodes(frame):
+        for sample_index in range(settings.samples):
+            earlier: list[dict] = []
+            known = True  # every earlier reply of the episode is cached
+            for index in episode:
+                sample = rows[index]
+                request = suite.generation_request(sample, earlier, role, generation_prompts,
+                                                   sample_index)
+                outcome = None
+                if request is not None:
+                    plan.generation_calls += 1
+                    hit = calls.get(request.key) if known else None
+                    if hit is not None:
+                        plan.generation_cached += 1
+                        outcome = ChatOutcome.from_record(request.key, hit)
+                    else:
+                        known = False
+                        plan.generation_prompt_tokens += request.estimated_prompt_tokens
+                        outcome = ChatOutcome(request.key,
+                                              content=suite.stand_in_reply(sample) or "")
+                row = suite.response_row(sample, outcome, role, sample_index).model_dump(
+                    by_alias=True)
+                earlier.append(row)
+                count_judge(sample, row, outcome is None or outcome.from_cache)
+    return plan
 
 
-def stage_states(settings: RunSettings, store, triggers: Artifact, prompt: JudgePrompt
-                 ) -> list[str]:
+def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
+                 generation_prompts: Prompts, judge_prompts: Prompts) -> list[str]:
     """One line per stage: stored or not, complete or not, error rows."""
-    from .pipeline import judgments_spec, phase_scores_spec, responses_spec
+    from .pipeline import judgments_spec, responses_spec, scores_spec
 
-    lines = [f"{'triggers':<13} {triggers.key[:12]}  stored, {triggers.frame().height} rows"]
-    spec = responses_spec(settings, triggers.key)
-    for stage, error_statuses in (("responses", ["error"]),
-                                  ("judgments", ["judge_error", "generation_error"]),
-                                  ("phase_scores", [])):
+    names = suite.stages
+    lines = [f"{names.samples:<13} {samples.key[:12]}  stored, {samples.frame().height} rows"]
+    spec = responses_spec(suite, settings, samples.key, generation_prompts)
+    for stage in (names.responses, names.judgments, names.scores):
         found = store.get(spec)
         if found is None:
             lines.append(f"{stage:<13} {spec.key[:12]}  not stored")
         else:
             frame = found.frame()
-            errors = frame.filter(pl.col("status").is_in(error_statuses)).height \
-                if error_statuses else 0
+            errors = frame.filter(pl.col("status").is_in(list(suite.error_statuses))).height \
+                if "status" in frame.columns else 0
             state = "complete" if found.complete else "incomplete (a run will retry failures)"
             lines.append(f"{stage:<13} {spec.key[:12]}  stored, {frame.height} rows, "
                          f"{errors} failed, {state}")
-        if stage == "responses":
-            spec = judgments_spec(settings, spec.key, prompt.sha256)
-        elif stage == "judgments":
-            spec = phase_scores_spec(spec.key)
+        if stage == names.responses:
+            spec = judgments_spec(suite, settings, spec.key, judge_prompts)
+        elif stage == names.judgments:
+            spec = scores_spec(suite, spec.key)
     return lines

@@ -46,9 +46,10 @@ def usage_and_cost(settings: RunSettings, responses: pl.DataFrame, judgments: pl
             paid[report.stage][0] += report.calls.get("paid_prompt_tokens", 0)
             paid[report.stage][1] += report.calls.get("paid_completion_tokens", 0)
     usage = {}
-    for role, frame, name, stage in (
-            ("model_under_test", responses, settings.model_under_test.model, "responses"),
-            ("judge", judgments, settings.judge.model, "judgments")):
+    roles = [("model_under_test", responses, settings.model_under_test.model, "responses")]
+    if settings.judge is not None:
+        roles.append(("judge", judgments, settings.judge.model, "judgments"))
+    for role, frame, name, stage in roles:
         prompt = int(frame["prompt_tokens"].fill_null(0).sum())
         completion = int(frame["completion_tokens"].fill_null(0).sum())
         cost = estimated_cost(name, prompt, completion)
@@ -63,23 +64,28 @@ def usage_and_cost(settings: RunSettings, responses: pl.DataFrame, judgments: pl
     return usage
 
 
-def run_provenance(settings: RunSettings, prompt_sha256: str, corpus_revision: str,
+def run_provenance(settings: RunSettings, prompts: dict[str, str], corpus_revision: str,
                    reports: Iterable[StageReport],
                    model_under_test: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What produced a result: roles' output-changing settings, prompt, corpus, artifacts.
-    `model_under_test` replaces the settings' role when the responses were stored before (a
-    re-judging of stored or imported responses): the record says what is known of them."""
-    return {
+    """What produced a result: roles' output-changing settings, prompts (name -> sha256; the
+    judge's system prompt is `judge`), data, artifacts. `model_under_test` replaces the
+    settings' role when the responses were stored before (a re-judging of stored or imported
+    responses): the record says what is known of them."""
+    provenance: dict[str, Any] = {
         "model_under_test": model_under_test or settings.model_under_test.key_material(),
-        "judge": settings.judge.key_material(),
+        "judge": settings.judge.key_material() if settings.judge is not None else None,
         "protocol_conformant": settings.protocol_conformant,
         "protocol_deviations": {
-            role: [d.model_dump(mode="json") for d in getattr(settings, role).deviations]
-            for role in ("model_under_test", "judge")},
-        "judge_prompt_sha256": prompt_sha256,
-        "corpus": settings.corpus.describe(), "corpus_revision": corpus_revision,
-        "artifacts": {r.stage: r.key for r in reports},
+            role: [d.model_dump(mode="json") for d in found.deviations]
+            for role, found in settings.roles.items()},
+        "judge_prompt_sha256": prompts.get("judge"),
     }
+    if set(prompts) - {"judge"}:  # a suite with more prompts than a judge's (none in ProactBench)
+        provenance["prompts_sha256"] = prompts
+    if settings.suite != "proactbench":
+        provenance["suite"] = settings.suite
+    return {**provenance, "corpus": settings.corpus.describe(),
+            "corpus_revision": corpus_revision, "artifacts": {r.stage: r.key for r in reports}}
 
 
 def write_run_record(settings: RunSettings, *, run_id: str, flow: str, started: datetime,

@@ -21,7 +21,7 @@ from .cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
 from .errors import UserError
 from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
 from .viewer import write_viewer
-from .exports import results_rows, upstream_metrics
+from .suites.proactbench.exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
 from .suites.proactbench.agreement import judge_agreement
 from .suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges

@@ -22,6 +22,7 @@ from .redaction import redact_url
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
 DEFAULT_STORE = ".proactflow"
+DEFAULT_SUITE = "proactbench"
 HUB_REPO_ID = "bosonai/proactbench"
 HUB_FILENAME = "final_dialogues.jsonl"
 UPSTREAM_PROMPT_COMMIT = "64f6270b9ddd07e123b3324f6f3da836948a4338"
@@ -56,20 +57,24 @@ class Generation(BaseModel):
                                    "the benchmark's own Gemini client does.")
 
 
-def role_generation(kind: Role, model: str, explicit: dict[str, Any] | None = None
-                    ) -> tuple[Generation, tuple[Deviation, ...]]:
-    """The settings a role sends: the protocol's defaults for the model, adapted to litellm's
-    model map, with what the user set (`explicit`) on top; and every deviation from the
-    protocol. A setting the model cannot take is a one-line UserError."""
-    protocol = protocol_defaults(kind, model).model_dump()
+def role_generation(kind: Role, model: str, explicit: dict[str, Any] | None = None,
+                    suite: str = DEFAULT_SUITE) -> tuple[Generation, tuple[Deviation, ...]]:
+    """The settings a role sends: the suite protocol's defaults for the model, adapted to
+    litellm's model map, with what the user set (`explicit`) on top; and every deviation from
+    the protocol. A setting the model cannot take is a one-line UserError."""
+    protocol = protocol_defaults(kind, model, suite).model_dump()
     values, deviations = conform_generation(kind, model, protocol, dict(explicit or {}),
                                             reasoning_by_name=is_reasoning_model(model))
     return Generation(**values), tuple(deviations)
 
 
-def protocol_defaults(role: Role, model: str) -> Generation:
-    """The defaults of PROTOCOL.md steps 2 and 4 for a role and model."""
+def protocol_defaults(role: Role, model: str, suite: str = DEFAULT_SUITE) -> Generation:
+    """The generation defaults of a suite's protocol for a role and model (ProactBench's:
+    PROTOCOL.md steps 2 and 4)."""
     reasoning = is_reasoning_model(model)
+    if suite != DEFAULT_SUITE:
+        from .suites import get_suite  # suites import these settings: resolved at call time
+        return Generation(**get_suite(suite).generation_defaults(role, reasoning))
     if role == "model_under_test":
         if reasoning:
             return Generation(temperature=1.0, max_tokens=32768, top_p=None)
@@ -197,8 +202,13 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    suite: str = Field(default=DEFAULT_SUITE,
+                       description="The benchmark (suites/): proactbench, proactiveagent, or one "
+                                   "registered by a plugin.")
     model_under_test: ModelRole = Field(description="The model being evaluated.")
-    judge: ModelRole = Field(description="The model that scores the responses.")
+    judge: ModelRole | None = Field(
+        description="The model that scores the responses; None for a suite scored by a "
+                    "deterministic check.")
     corpus: CorpusSource = Field(default_factory=CorpusSource, description="The dialogues.")
     samples: int = Field(default=1, ge=1, le=100,
                          description="Responses drawn per trigger (each judged on its own).")
@@ -223,8 +233,21 @@ class RunSettings(BaseModel):
         return self.refresh == "all" or self.refresh == stage
 
     @property
+    def roles(self) -> dict[str, ModelRole]:
+        """The roles this run calls, by name (no judge for a deterministically scored suite)."""
+        roles = {"model_under_test": self.model_under_test}
+        if self.judge is not None:
+            roles["judge"] = self.judge
+        return roles
+
+    @property
+    def judge_name(self) -> str:
+        """The judge's model, or what scores the responses when no model does."""
+        return self.judge.model if self.judge is not None else "deterministic"
+
+    @property
     def protocol_conformant(self) -> bool:
-        return not (self.model_under_test.deviations or self.judge.deviations)
+        return not any(role.deviations for role in self.roles.values())
 
     @model_validator(mode="before")
     @classmethod
@@ -237,7 +260,8 @@ class RunSettings(BaseModel):
             for role in ("model_under_test", "judge"):
                 given = data.get(role)
                 if isinstance(given, dict) and "model" in given and "generation" not in given:
-                    generation, deviations = role_generation(role, given["model"])
+                    generation, deviations = role_generation(
+                        role, given["model"], suite=data.get("suite", DEFAULT_SUITE))
                     data[role] = {**given, "generation": generation.model_dump(),
                                   "deviations": [d.model_dump() for d in deviations]}
         return data

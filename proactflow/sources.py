@@ -146,7 +146,10 @@ def locate_corpus(source: CorpusSource) -> CorpusFile:
 
 
 @dataclass(frozen=True)
-class JudgePrompt:
+class Prompt:
+    """A prompt text a suite sends, with its sha256 (which enters artifact keys) and where it
+    came from (a pinned upstream file, or a file of the user's)."""
+
     text: str
     sha256: str
     source: str
@@ -173,7 +176,7 @@ def extract_string_constant(module_source: str, name: str = JUDGE_TEMPLATE_NAME)
     raise UserError(f"the upstream prompt module defines no string {name}")
 
 
-def read_judge_prompt_file(path: str | Path) -> JudgePrompt:
+def read_judge_prompt_file(path: str | Path) -> Prompt:
     path = Path(path).expanduser()
     try:
         text = path.read_bytes().decode("utf-8")
@@ -183,18 +186,18 @@ def read_judge_prompt_file(path: str | Path) -> JudgePrompt:
         raise UserError(f"judge prompt file is not UTF-8: {path}") from None
     if not text.strip():
         raise UserError(f"judge prompt file is empty: {path}")
-    return JudgePrompt(text, text_sha256(text), str(path))
+    return Prompt(text, text_sha256(text), str(path))
 
 
 def fetch_upstream_judge_prompt(store_root: Path, commit: str = UPSTREAM_PROMPT_COMMIT,
-                                expected_sha256: str = UPSTREAM_PROMPT_SHA256) -> JudgePrompt:
+                                expected_sha256: str = UPSTREAM_PROMPT_SHA256) -> Prompt:
     """The upstream judge prompt at a pinned commit: from the store, or downloaded once."""
     cached = store_root / "inputs" / "judge_prompt" / f"{commit}.txt"
     source = f"boson-ai/ProactBench@{commit[:12]}:{JUDGE_TEMPLATE_NAME}"
     if cached.exists():
         text = cached.read_text(encoding="utf-8")
         if text_sha256(text) == expected_sha256:
-            return JudgePrompt(text, expected_sha256, source)
+            return Prompt(text, expected_sha256, source)
     url = os.environ.get(UPSTREAM_MODULE_URL_ENV, UPSTREAM_MODULE_URL).format(commit=commit)
     offline = unreachable(url)
     if offline:
@@ -214,4 +217,4 @@ def fetch_upstream_judge_prompt(store_root: Path, commit: str = UPSTREAM_PROMPT_
         raise UserError(f"upstream judge prompt at {commit[:12]} has sha256 {digest[:16]}..., "
                         f"expected {expected_sha256[:16]}...: refusing to use it")
     write_atomic(cached, text.encode("utf-8"))
-    return JudgePrompt(text, digest, source)
+    return Prompt(text, digest, source)

@@ -1,6 +1,7 @@
 """Sweep configuration: many models under test, one or more judges, one corpus.
 
 ```toml
+suite = "proactbench"                 # optional: proactbench (default) or proactiveagent
 store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow
 out = "results/nightly"               # leaderboard.csv and per-model exports go here
 corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
@@ -35,8 +36,8 @@ from .effective import safety_settings_off
 from .errors import UserError
 from .redaction import redact_url
 from .evaluations import safe_name
-from .settings import (CorpusSource, ModelRole, Role, RunSettings, RuntimeOptions, default_store,
-                       role_generation)
+from .settings import (DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
+                       RuntimeOptions, default_store, role_generation)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -74,13 +75,13 @@ class SweepModel(BaseModel):
         return None if isinstance(value, str) and value.lower() in ("none", "null", "off") \
             else value
 
-    def role(self, kind: Role) -> ModelRole:
+    def role(self, kind: Role, suite: str = DEFAULT_SUITE) -> ModelRole:
         explicit = self.model_dump(include={"temperature", "max_tokens", "top_p",
                                             "reasoning_effort", "system_prompt",
                                             "gemini_safety_off"}, exclude_unset=True)
         if explicit.get("gemini_safety_off"):
             safety_settings_off(self.model)
-        generation, deviations = role_generation(kind, self.model, explicit)
+        generation, deviations = role_generation(kind, self.model, explicit, suite)
         return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                          generation=generation, deviations=deviations, revision=self.revision)
 
@@ -90,6 +91,8 @@ class SweepConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default) "
+                                                          "or proactiveagent.")
     models: list[SweepModel] = Field(min_length=1, description="Models under test.")
     judges: list[SweepModel] = Field(min_length=1, description="Judges; each scores every model.")
     store: str | None = Field(default=None, description="Artifact store root.")
@@ -109,7 +112,8 @@ class SweepConfig(BaseModel):
         store = self.store or default_store()
         out = Path(self.out) if self.out else None
         return [RunSettings(
-            model_under_test=model.role("model_under_test"), judge=judge.role("judge"),
+            suite=self.suite, model_under_test=model.role("model_under_test", self.suite),
+            judge=judge.role("judge", self.suite),
             corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
             judge_prompt_file=self.judge_prompt, store=store, samples=self.samples,
             min_coverage=self.min_coverage,

@@ -1,5 +1,8 @@
-"""Stages: small functions from typed input tables plus settings to one typed output table.
+"""The generic stages, written once for every suite (suites/base.py is the seam).
 
-Each module is named after the table it produces; each has a STAGE name and a VERSION that enter
-the artifact key, so changing what a stage computes means bumping its VERSION.
+Each stage module is named after the table it produces and splits its work in three: the suite
+plans each request (pure: rows in, a request out), the stage executes the requests through the
+one edge to providers (proactflow/llm.py: the per-call cache, leases, pacing, retries), and the
+suite interprets each outcome into a typed row (pure). Artifact keys name the suite's stage and
+version, so changing what a suite computes means bumping its version in `Suite.stages`.
 """

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from helpers import read_json, run_cli
-from proactflow.exports import metric_values
+from proactflow.suites.proactbench.exports import metric_values
 from proactflow.suites.proactbench.leaderboard import bootstrap_interval, build_leaderboard
 from replay import (ANSWERABLE, SAMPLE_CORPUS, SAMPLE_RESULTS, SHARED, SHARED_CORPUS,
                     SHARED_RESULTS, TRIGGERS, read_jsonl)

@@ -9,7 +9,7 @@ import pytest
 
 from proactflow.suites.proactbench.corpus import Rubric
 from proactflow.settings import ModelRole, protocol_defaults
-from proactflow.sources import JudgePrompt, read_corpus_file, read_judge_prompt_file
+from proactflow.sources import Prompt, read_corpus_file, read_judge_prompt_file
 from proactflow.suites.proactbench.judgments import (evidence_is_verbatim, judge_request, judge_user_message,
                                          parse_judge_reply)
 from proactflow.suites.proactbench.triggers import build_triggers
@@ -180,6 +180,6 @@ def test_judge_prompt_hash_changes_the_request():
     rows, _ = read_corpus_file(SAMPLE_CORPUS)
     trigger = build_triggers(rows).row(0, named=True)
     judge = ModelRole(model="openai/judge", generation=protocol_defaults("judge", "openai/judge"))
-    a = judge_request(trigger, "reply", judge, JudgePrompt("prompt A", "a", "test"))
-    b = judge_request(trigger, "reply", judge, JudgePrompt("prompt B", "b", "test"))
+    a = judge_request(trigger, "reply", judge, Prompt("prompt A", "a", "test"))
+    b = judge_request(trigger, "reply", judge, Prompt("prompt B", "b", "test"))
     assert a.key != b.key

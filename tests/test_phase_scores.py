@@ -6,7 +6,10 @@ import polars as pl
 import pytest
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.pipeline import judgments_spec, responses_spec, triggers_spec
+from proactflow.pipeline import judgments_spec, responses_spec, samples_spec
+from proactflow.sources import Prompt
+from proactflow.suites import get_suite
+from proactflow.suites.base import DataSource, Prompts
 from proactflow.schemas.arrow import arrow_schema, to_frame
 from proactflow.suites.proactbench.tables import JudgmentRow, PhaseScoreRow
 from proactflow.settings import (CorpusSource, Generation, ModelRole, RunSettings,
@@ -82,10 +85,21 @@ def settings(**changes) -> RunSettings:
     return RunSettings(**values)
 
 
+PROACTBENCH = get_suite("proactbench")
+
+
+def triggers_spec(s: RunSettings, revision: str):
+    return samples_spec(PROACTBENCH, s, DataSource(revision, "test corpus"))
+
+
+def judge_prompts(sha256: str) -> Prompts:
+    return Prompts({"judge": Prompt("(the judge prompt)", sha256, "test")})
+
+
 def keys(s: RunSettings) -> tuple[str, str, str]:
     t = triggers_spec(s, "sha256:abc").key
-    r = responses_spec(s, t).key
-    return t, r, judgments_spec(s, r, "prompt-sha").key
+    r = responses_spec(PROACTBENCH, s, t, Prompts()).key
+    return t, r, judgments_spec(PROACTBENCH, s, r, judge_prompts("prompt-sha")).key
 
 
 def test_incidental_settings_stay_out_of_keys():
@@ -107,7 +121,7 @@ def test_output_changing_settings_enter_keys():
     assert (t2, r2) == (t, r) and j2 != j
     limited = keys(settings(corpus=CorpusSource(path="a.jsonl", limit=3)))
     assert limited[0] != t
-    assert judgments_spec(settings(), r, "other-prompt").key != j
+    assert judgments_spec(PROACTBENCH, settings(), r, judge_prompts("other-prompt")).key != j
     assert triggers_spec(settings(), "sha256:def").key != t
 
 
@@ -125,3 +139,19 @@ def test_store_round_trip_and_completeness(tmp_path):
     assert store.get(spec).complete
     leftovers = [p.name for p in found.path.parent.iterdir() if p.name != found.path.name]
     assert leftovers == []
+
+
+def test_proactbench_keys_are_those_of_stores_written_before_the_suite_seam():
+    """Stores written before suites existed keep serving their artifacts: the same settings give
+    the same keys (these three were computed by the code before the seam)."""
+    def role(model, kind):
+        return ModelRole(model=model, api_base="http://localhost:8000/v1",
+                         generation=protocol_defaults(kind, model))
+
+    plain = RunSettings(model_under_test=role("openai/m", "model_under_test"),
+                        judge=role("openai/j", "judge"), corpus=CorpusSource(path="a.jsonl"),
+                        store="/tmp/a")
+    assert keys(plain) == (
+        "015fbc8fa294d5f6d7ffd92a184170a6fd0bc32c33d31f12f998e4e16dd4a06e",
+        "ed132807f658c52e177275623596ad445b7bb6f9314b151bb5f203a20efdfa20",
+        "a1f964887db817fc1a24afb0d6e31b2fef612fc063a54258e5b5d7a7841d74a7")

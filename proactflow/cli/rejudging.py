@@ -27,7 +27,7 @@ def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
         if not preflight(one, settings):
             continue
         result = run_flow("rejudge", settings)
-        print_scores(result["scores"], result["complete"])
+        print_scores(settings, result["scores"], result["complete"])
         frames.append(judgments_of(settings, result))
     if len(frames) > 1:
         report_agreement(frames, base_out)
@@ -38,8 +38,9 @@ def rejudge_all(args: argparse.Namespace) -> int:
     """Re-judge the stored responses of every selected evaluation with each judge, after
     printing the plan; then compare the judges."""
     from ..cache.artifacts import ArtifactStore
-    from ..pipeline import load_judge_prompt, open_call_cache
+    from ..pipeline import open_call_cache, suite_of
     from ..preflight import check_access, make_plan
+    from ..suites.base import Prompts
     from ..rejudge_all import plan_lines, run_rejudge, select_stored_responses
 
     store = ArtifactStore(args.store or default_store())
@@ -53,8 +54,9 @@ def rejudge_all(args: argparse.Namespace) -> int:
         for judge in judges:
             probe = settings_from_args(argparse.Namespace(**{
                 **vars(args), "judge_model": judge, "eval_model": "stored", "out": None}))
-            prompt = load_judge_prompt(probe, store)
-            if not args.dry_run:
+            suite = suite_of(probe)
+            prompts = suite.judge_prompts(probe, store)
+            if not args.dry_run and probe.judge is not None:
                 check_access(probe.judge, "judge")
             for entry in entries:
                 name = f"{safe_name(entry.model)}__{safe_name(judge)}"
@@ -64,8 +66,9 @@ def rejudge_all(args: argparse.Namespace) -> int:
                 settings = probe.model_copy(update={"out": out, "model_under_test":
                                                     probe.model_under_test.model_copy(
                                                         update={"model": entry.model})})
-                plan = make_plan(settings, store.get_by_key("triggers", entry.triggers_key),
-                                 calls, prompt,
+                plan = make_plan(suite, settings,
+                                 store.get_by_key("triggers", entry.triggers_key), calls,
+                                 Prompts(), prompts,
                                  store.get_by_key("responses", entry.responses_key).frame())
                 counts[(entry.responses_key, judge)] = (plan.judge_calls, plan.judge_cached)
                 runs.append((judge, entry, settings))
@@ -82,9 +85,9 @@ def rejudge_all(args: argparse.Namespace) -> int:
         quiet_console_tracebacks()
         quiet_temporary_server()
         result = run_rejudge(settings, entry)
-        print_scores(result["scores"], result["complete"])
+        print_scores(settings, result["scores"], result["complete"])
         frames.append(judgments_of(settings, result))
-        status = max(status, coverage_status(result["scores"], settings.min_coverage))
+        status = max(status, coverage_status(settings, result))
     if len(judges) > 1:
         report_agreement(frames, args.out)
     return status
@@ -96,8 +99,11 @@ def judgments_of(settings: RunSettings, result: dict[str, Any]):
 
     from ..cache.artifacts import ArtifactStore
 
-    key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
-    return pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key))
+    from ..pipeline import suite_of
+
+    stage = suite_of(settings).stages.judgments
+    key = next(found["key"] for found in result["stages"] if found["stage"] == stage)
+    return pl.read_parquet(ArtifactStore(settings.store).path_for(stage, key))
 
 
 def report_agreement(frames: list, out: str | None) -> None:

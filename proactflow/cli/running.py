@@ -16,24 +16,22 @@ from ..settings import RunSettings
 from .options import EXIT_LOW_COVERAGE, settings_from_args
 
 
-def print_scores(scores: list[dict[str, Any]], complete: bool) -> None:
+def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.1f}"
+    from ..pipeline import suite_of
 
     if not scores:
         return
-    table = Table(title=f"ProactBench: {scores[0]['model']} judged by {scores[0]['judge']}")
-    for column in ("phase", "triggers", "evaluated", "pass", "partial", "fail",
-                   "not evaluated", "pass %", "partial %", "weighted %"):
-        table.add_column(column, justify="left" if column == "phase" else "right")
+    suite = suite_of(settings)
+    columns = suite.console_columns()
+    table = Table(title=f"{suite.display_name}: {settings.model_under_test.model} judged by "
+                        f"{settings.judge_name}")
+    for index, (header, _) in enumerate(columns):
+        table.add_column(header, justify="left" if index == 0 else "right")
     for row in scores:
-        table.add_row(row["phase"], str(row["triggers"]), str(row["evaluated"]),
-                      str(row["pass"]), str(row["partial"]), str(row["fail"]),
-                      str(row["not_evaluated"]), pct(row["pass_rate"]),
-                      pct(row["partial_rate"]), pct(row["weighted_score"]))
+        table.add_row(*(show(row) for _, show in columns))
     console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(table)
     if not complete:
@@ -73,39 +71,43 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     Kept apart from the run so that the corpus and tables it loads are freed before the flow
     starts (the flow reloads what it needs from the store).
     """
-    from ..pipeline import (load_judge_prompt, materialize_triggers, open_call_cache,
-                           open_store, stored_responses, with_endpoint_fingerprints)
+    from ..pipeline import (materialize_samples, open_call_cache, open_store,
+                            stored_responses, suite_of, with_endpoint_fingerprints)
     from ..preflight import check_access, make_plan, stage_states
-    from ..sources import locate_corpus
 
     regenerate = args.command != "rejudge"
-    store = open_store(settings)
-    corpus = locate_corpus(settings.corpus)
-    prompt = load_judge_prompt(settings, store)
+    suite, store = suite_of(settings), open_store(settings)
+    suite.check_settings(settings)
+    source = suite.locate(settings, store)
+    generation_prompts = suite.generation_prompts(settings, store)
+    judge_prompts = suite.judge_prompts(settings, store)
     if args.command == "run":
         check_access(settings.model_under_test, "model under test")
-    if args.command != "status":
+    if args.command != "status" and settings.judge is not None:
         check_access(settings.judge, "judge")
     if checked is not None:
         checked()
-    triggers, _ = materialize_triggers(settings, store, corpus)  # validates a new corpus
+    samples, _ = materialize_samples(suite, settings, store, source)  # validates new data
     # The plan's cached counts use the keys the run will use, fingerprints included.
     settings = with_endpoint_fingerprints(
         settings, ("judge",) if args.command == "rejudge" else ("model_under_test", "judge"))
     calls = open_call_cache(store)
     try:
-        responses = None if regenerate else stored_responses(settings, store, triggers).frame()
-        plan = make_plan(settings, triggers, calls, prompt, responses)
+        responses = None if regenerate else stored_responses(
+            suite, settings, store, samples, generation_prompts).frame()
+        plan = make_plan(suite, settings, samples, calls, generation_prompts, judge_prompts,
+                         responses)
     finally:
         calls.close()
-    for line in plan.lines(settings, corpus.revision, regenerate):
+    for line in plan.lines(settings, source.revision, regenerate):
         print(line, flush=True)
     if settings.refresh:
         print(f"refresh     {settings.refresh}: cached answers of "
               f"{'both stages' if settings.refresh == 'all' else 'the ' + settings.refresh}"
               " are asked again", flush=True)
     if args.command == "status":
-        for line in stage_states(settings, store, triggers, prompt):
+        for line in stage_states(suite, settings, store, samples, generation_prompts,
+                                 judge_prompts):
             print(line)
         return False
     return not args.dry_run
@@ -180,12 +182,12 @@ def run_command(args: argparse.Namespace) -> int:
     for thread in starting:
         thread.join()  # the flow's client must find the server up, not half started
     result = run_flow(args.command, settings)
-    print_scores(result["scores"], result["complete"])
+    print_scores(settings, result["scores"], result["complete"])
     print_usage(result["usage"])
     for path in result["outputs"].values():
         print(f"wrote {path}")
     print(f"run record: {result['record']}")
-    return coverage_status(result["scores"], settings.min_coverage)
+    return coverage_status(settings, result)
 
 
 def _dollars(cost: float | str) -> str:
@@ -201,11 +203,11 @@ def print_usage(usage: dict[str, Any]) -> None:
               f"{_dollars(used['estimated_cost_usd'])}")
 
 
-def coverage_status(scores: list[dict[str, Any]], min_coverage: float | None) -> int:
-    """1 when too few triggers were scored, so that cron and CI see a bad night; else 0."""
-    from ..pipeline import coverage_problem
+def coverage_status(settings: RunSettings, result: dict[str, Any]) -> int:
+    """1 when too few samples were scored, so that cron and CI see a bad night; else 0."""
+    from ..pipeline import coverage_problem, suite_of
 
-    problem = coverage_problem(scores, min_coverage)
+    problem = coverage_problem(suite_of(settings), result["coverage"], settings.min_coverage)
     if problem is None:
         return 0
     print(f"proactflow: {problem}", file=sys.stderr)
@@ -241,6 +243,6 @@ def run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
 
     quiet_console_tracebacks()
     quiet_temporary_server()
-    with tags("proactbench", f"model:{settings.model_under_test.model}",
-              f"judge:{settings.judge.model}"):
+    with tags(settings.suite, f"model:{settings.model_under_test.model}",
+              f"judge:{settings.judge_name}"):
         return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))

@@ -11,21 +11,24 @@ from .running import quiet_console_tracebacks, quiet_temporary_server
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from ..pipeline import load_judge_prompt, materialize_triggers, open_store
+    from ..pipeline import materialize_samples, open_store, suite_of
     from ..preflight import check_access
     from ..sweeps import load_sweep
 
     config = load_sweep(args.config)
     runs = config.runs()
     store = open_store(runs[0])
-    materialize_triggers(runs[0], store)            # validates the corpus once for all
-    load_judge_prompt(runs[0], store)
+    suite = suite_of(runs[0])
+    suite.check_settings(runs[0])
+    materialize_samples(suite, runs[0], store)     # validates the data once for all
+    suite.generation_prompts(runs[0], store)
+    suite.judge_prompts(runs[0], store)
     for judge in config.judges:
-        check_access(judge.role("judge"), "judge")
+        check_access(judge.role("judge", config.suite), "judge")
     skipped, models = [], []
     for model in config.models:
         try:
-            check_access(model.role("model_under_test"), "model under test")
+            check_access(model.role("model_under_test", config.suite), "model under test")
         except UserError as exc:
             skipped.append({"model": model.model, "judge": "-", "error": str(exc)})
             print(f"skipping {model.model}: {exc}")
@@ -40,7 +43,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
     failures = skipped + result["failures"]
     for row in result["leaderboard"]:
-        if row["phase"] == "OVERALL":
+        if row.get("phase") == "OVERALL":
             score = "-" if row["weighted_score"] is None else f"{100 * row['weighted_score']:.1f}"
             print(f"ok      {row['model']} judged by {row['judge']}: weighted {score} "
                   f"({row['evaluated']} evaluated, {row['not_evaluated']} not)")
@@ -60,6 +63,6 @@ def serve_command(args: argparse.Namespace) -> int:
                         "and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
     from ..flows.sweep import sweep
 
-    sweep.serve(name=args.name, cron=args.cron, tags=["proactbench", "sweep"],
+    sweep.serve(name=args.name, cron=args.cron, tags=[config.suite, "sweep"],
                 parameters={"config": config.model_dump(mode="json")})
     return 0

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any
 
-import polars as pl
 from pydantic import ValidationError
 
-from ...llm import ChatClient, ChatRequest
-from ...pools import run_pool
-from ...schemas.arrow import to_frame
+from ...chat import ChatOutcome, ChatRequest
 from .corpus import Rubric
 from .judge import EvaluationResult, JudgeReply
 from .tables import NON_ANSWER_STATUSES, JudgmentRow
 from ...settings import ModelRole
-from ...sources import JudgePrompt
-from ...streaming import RowStream
+from ...sources import Prompt
 
 STAGE = "judgments"
 VERSION = 2
@@ -48,7 +44,7 @@ def judge_user_message(turn: int, rubric: Rubric, history: list[tuple[str, str]]
     return "\n\n".join([trigger_block, history_block, closing_block])
 
 
-def judge_request(trigger: dict[str, Any], response: str, role: ModelRole, prompt: JudgePrompt,
+def judge_request(trigger: dict[str, Any], response: str, role: ModelRole, prompt: Prompt,
                   response_format: str = "json_schema", sample_index: int = 0) -> ChatRequest:
     history = [(m["role"], m["content"]) for m in trigger["context"]]
     history.append(("assistant", response))
@@ -105,7 +101,7 @@ def evidence_is_verbatim(evidence: str, response: str) -> bool:
     return bool(quote) and quote in _normalise(response)
 
 
-def _row(response: dict[str, Any], role: ModelRole, prompt: JudgePrompt,
+def _row(response: dict[str, Any], role: ModelRole, prompt: Prompt,
          **fields: Any) -> JudgmentRow:
     base = dict(unique_id_eval=response["unique_id_eval"], turn=response["turn"],
                 phase=response["phase"], sample_index=response["sample_index"],
@@ -117,49 +113,28 @@ def _row(response: dict[str, Any], role: ModelRole, prompt: JudgePrompt,
     return JudgmentRow(**base)
 
 
-async def judge_responses(triggers: pl.DataFrame, responses: pl.DataFrame | RowStream,
-                          role: ModelRole, prompt: JudgePrompt, client: ChatClient, *,
-                          response_format: str = "json_schema", concurrency: int = 16,
-                          on_row: Callable[[JudgmentRow], None] | None = None) -> pl.DataFrame:
-    """One JudgmentRow per response row. Only responses with status ok are sent to the judge;
-    the others carry their status through so that aggregation counts them.
-
-    `responses` is the responses table, or a RowStream of its rows while the responses stage is
-    still running: judging then starts with the first response.
-    """
-    stream = responses if isinstance(responses, RowStream) else RowStream.of(responses.to_dicts())
-    position = {key: index for index, key in
-                enumerate(zip(triggers["unique_id_eval"], triggers["turn"]))}
-    needed = triggers.select("context", "rubric")
-
-    async def judge(response: dict[str, Any]) -> JudgmentRow:
-        if response["status"] != "ok":
-            status = {"unevaluable": "unevaluable", **NON_ANSWER_STATUSES}.get(
-                response["status"], "generation_error")
-            return _row(response, role, prompt, status=status, message=response["message"])
-        trigger = needed.row(position[(response["unique_id_eval"], response["turn"])],
-                             named=True)
-        request = judge_request({**response, **trigger}, response["response"], role, prompt,
-                                response_format, response["sample_index"])
-        outcome = await client.call(request, accept=parse_judge_reply)
-        common = dict(prompt_tokens=outcome.prompt_tokens,
-                      completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
-                      attempts=outcome.attempts, request_key=outcome.request_key,
-                      served_model=outcome.served_model,
-                      system_fingerprint=outcome.system_fingerprint,
-                      litellm_version=outcome.litellm_version)
-        if not outcome.ok:
-            return _row(response, role, prompt, status="judge_error", message=outcome.error,
-                        **common)
-        verdict: EvaluationResult = outcome.parsed
-        scored = verdict.status == "EVALUATED"
-        return _row(response, role, prompt,
-                    status="scored" if scored else "skipped",
-                    score=verdict.score if scored else None,
-                    rationale=verdict.rationale, evidence=verdict.evidence,
-                    evidence_verbatim=evidence_is_verbatim(verdict.evidence,
-                                                           response["response"]),
-                    message=None if scored else "the judge answered SKIPPED", **common)
-
-    judged = await run_pool(stream.get, judge, concurrency, on_row)
-    return to_frame(judged, JudgmentRow).sort("unique_id_eval", "turn", "sample_index")
+def judgment_row(response: dict[str, Any], outcome: ChatOutcome | None, role: ModelRole,
+                 prompt: Prompt) -> JudgmentRow:
+    """The verdict on one response. Without an outcome the response was not judged: it carries
+    its own status (unevaluable, a non-answer, a failed generation) so aggregation counts it."""
+    if outcome is None:
+        status = {"unevaluable": "unevaluable", **NON_ANSWER_STATUSES}.get(
+            response["status"], "generation_error")
+        return _row(response, role, prompt, status=status, message=response["message"])
+    common = dict(prompt_tokens=outcome.prompt_tokens,
+                  completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
+                  attempts=outcome.attempts, request_key=outcome.request_key,
+                  served_model=outcome.served_model,
+                  system_fingerprint=outcome.system_fingerprint,
+                  litellm_version=outcome.litellm_version)
+    if not outcome.ok:
+        return _row(response, role, prompt, status="judge_error", message=outcome.error,
+                    **common)
+    verdict: EvaluationResult = outcome.parsed
+    scored = verdict.status == "EVALUATED"
+    return _row(response, role, prompt,
+                status="scored" if scored else "skipped",
+                score=verdict.score if scored else None,
+                rationale=verdict.rationale, evidence=verdict.evidence,
+                evidence_verbatim=evidence_is_verbatim(verdict.evidence, response["response"]),
+                message=None if scored else "the judge answered SKIPPED", **common)

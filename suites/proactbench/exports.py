@@ -14,9 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from .cache.artifacts import write_atomic, write_parquet_atomic
-from .suites.proactbench.corpus import PHASES
-from .suites.proactbench.phase_scores import score_triggers
+from ...cache.artifacts import write_atomic, write_parquet_atomic
+from .corpus import PHASES
+from .phase_scores import score_triggers
 
 _COUNT_KEYS = ("PASS", "PARTIAL", "FAIL", "SKIPPED")
 

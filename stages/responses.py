@@ -1,0 +1,50 @@
+"""responses: the model under test's reply to every sample, episode by episode.
+
+The episodes of a suite run in parallel (`concurrency` at once); the samples of one episode run
+in order, each request planned from the response rows before it, so a suite whose model answers a
+trace event by event sees its own earlier replies. Every sample gets a row: a sample that cannot
+be asked and a call that failed carry a status instead of disappearing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import polars as pl
+from pydantic import BaseModel
+
+from ..llm import ChatClient
+from ..pools import run_bounded
+from ..schemas.arrow import to_frame
+from ..settings import ModelRole
+from ..suites.base import Prompts, Suite
+
+
+async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRole,
+                             prompts: Prompts, client: ChatClient, *, samples_per_item: int = 1,
+                             concurrency: int = 16,
+                             on_row: Callable[[BaseModel], None] | None = None) -> pl.DataFrame:
+    """One responses row per (sample, sample_index); `on_row` sees each as soon as it exists."""
+    rows = samples.to_dicts()
+    parse = suite.reply_parser()
+    jobs = [(episode, sample_index) for episode in suite.episodes(samples)
+            for sample_index in range(samples_per_item)]
+
+    async def run_episode(job: tuple[list[int], int]) -> list[BaseModel]:
+        episode, sample_index = job
+        answered: list[BaseModel] = []
+        earlier: list[dict[str, Any]] = []
+        for index in episode:
+            sample = rows[index]
+            request = suite.generation_request(sample, earlier, role, prompts, sample_index)
+            outcome = await client.call(request, accept=parse) if request is not None else None
+            row = suite.response_row(sample, outcome, role, sample_index)
+            answered.append(row)
+            earlier.append(row.model_dump(by_alias=True))
+            if on_row is not None:
+                on_row(row)
+        return answered
+
+    episodes = await run_bounded(jobs, run_episode, concurrency)
+    frame = to_frame([row for episode in episodes for row in episode], suite.tables.responses)
+    return frame.sort(*suite.sample_key, "sample_index")

@@ -1,0 +1,250 @@
+"""The seam between the generic pipeline and one benchmark.
+
+A suite declares what differs between benchmarks and nothing else: where its samples come from,
+how the model under test is prompted (including how its context evolves over an episode), how a
+reply is read, how it is scored (an LLM judge, a reward model behind an OpenAI-compatible
+endpoint, or a deterministic check) and how scores aggregate into groups. The stages
+(stages/), the one edge to providers (proactflow/llm.py), the artifact store and per-call cache
+(cache/), the flows and the CLI are written once for every suite:
+
+    samples ──plan──► requests ──execute──► outcomes ──interpret──► responses
+    responses ──plan──► judge requests ──execute──► outcomes ──interpret──► judgments
+    judgments ──aggregate──► scores
+
+Planning and interpreting are pure (`generation_request`, `response_row`, `judgment_request`,
+`judgment_row`, `score`); only the executor makes calls. An episode is a list of samples answered
+in order by one growing conversation: ProactBench's episodes are single triggers (each context is
+fixed by the corpus), Proactive Agent's are whole traces (the model's own earlier replies become
+its assistant turns). Episodes run in parallel; the steps of one episode run in order.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import polars as pl
+from pydantic import BaseModel
+
+from ..cache.artifacts import ArtifactStore
+from ..chat import ChatOutcome, ChatRequest
+from ..settings import ModelRole, RunSettings
+from ..sources import Prompt
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where a suite's samples come from, located but not yet parsed: `revision` (a hub commit,
+    a pinned repository commit, or a local file's sha256) enters the samples' key."""
+
+    revision: str
+    description: str
+    location: Any = None
+    """What the suite needs to read the data (a path, a folder, a hub snapshot)."""
+
+
+@dataclass(frozen=True)
+class StageNames:
+    """The artifact folder of each of the suite's four tables, and the version of what fills
+    it (bumped when the suite changes what a table holds)."""
+
+    samples: str
+    responses: str
+    judgments: str
+    scores: str
+    versions: dict[str, int] = field(default_factory=dict)
+
+    def version(self, stage: str) -> int:
+        return self.versions.get(stage, 1)
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The row model (pydantic, a description per field) of each table."""
+
+    samples: type[BaseModel]
+    responses: type[BaseModel]
+    judgments: type[BaseModel]
+    scores: type[BaseModel]
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The prompts of one role, by name; their hashes enter that role's artifact keys."""
+
+    by_name: dict[str, Prompt] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Prompt:
+        return self.by_name[name]
+
+    def hashes(self) -> dict[str, str]:
+        return {name: prompt.sha256 for name, prompt in sorted(self.by_name.items())}
+
+
+class Suite(ABC):
+    """One benchmark. Subclasses set the class attributes and implement the abstract methods;
+    the defaults fit a benchmark whose samples are answered one call each."""
+
+    name: ClassVar[str]
+    """What `--suite` and a sweep file's `suite` say."""
+    display_name: ClassVar[str]
+    """The benchmark's name as people write it."""
+    title: ClassVar[str]
+    """Who made the benchmark and what it is, for the report and `--help`."""
+    group_column: ClassVar[str]
+    """The column of the samples, responses and judgments that scores aggregate by (ProactBench:
+    phase; Proactive Agent: split)."""
+    sample_noun: ClassVar[str] = "samples"
+    """What a sample is called in messages (ProactBench: triggers; Proactive Agent: events)."""
+    sample_key: ClassVar[tuple[str, ...]]
+    """The columns that identify a sample in every table (with sample_index where sampled)."""
+    stages: ClassVar[StageNames]
+    tables: ClassVar[Tables]
+    needs_judge: ClassVar[bool] = True
+    """False for a suite scored by a deterministic check: no judge role, no judge call."""
+    error_statuses: ClassVar[tuple[str, ...]] = ("error", "generation_error", "judge_error")
+    """Row statuses that mean a call failed: an artifact holding them is incomplete, is
+    computed again by the next run, and counts as lost coverage."""
+
+    # The data.
+
+    @abstractmethod
+    def locate(self, settings: RunSettings, store: ArtifactStore) -> DataSource:
+        """Find the data without parsing it: its revision decides whether the stored samples
+        can be used."""
+
+    @abstractmethod
+    def samples_key_settings(self, settings: RunSettings, source: DataSource) -> dict[str, Any]:
+        """What about the data and its selection changes the samples table."""
+
+    @abstractmethod
+    def build_samples(self, settings: RunSettings, source: DataSource) -> pl.DataFrame:
+        """The samples table (rows of `tables.samples`), validated: a bad input is a one-line
+        UserError naming file, line and field."""
+
+    # The model under test.
+
+    def generation_defaults(self, role: str, reasoning: bool) -> dict[str, Any]:
+        """The generation settings the suite's protocol gives a role (`reasoning`: for a
+        reasoning model). By default only a token budget is sent: the provider's own sampling
+        defaults apply."""
+        if reasoning:
+            return {"temperature": 1.0, "max_tokens": 32768, "top_p": None}
+        return {"temperature": None, "max_tokens": 4096, "top_p": None}
+
+    def generation_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
+        """Prompts the model under test is sent besides the data (none by default)."""
+        return Prompts()
+
+    def responses_key_settings(self, settings: RunSettings, prompts: Prompts) -> dict[str, Any]:
+        """Key material of the responses besides the model and samples."""
+        return {"prompts": prompts.hashes()} if prompts.by_name else {}
+
+    def episodes(self, samples: pl.DataFrame) -> list[list[int]]:
+        """Row indices of the samples, grouped into episodes answered in order by one growing
+        conversation. By default every sample is an episode of its own."""
+        return [[index] for index in range(samples.height)]
+
+    @abstractmethod
+    def generation_request(self, sample: dict[str, Any], earlier: list[dict[str, Any]],
+                           role: ModelRole, prompts: Prompts, sample_index: int
+                           ) -> ChatRequest | None:
+        """The call for one sample given the response rows of the episode's earlier samples;
+        None when the sample cannot be asked (its row then says why)."""
+
+    @abstractmethod
+    def response_row(self, sample: dict[str, Any], outcome: ChatOutcome | None,
+                     role: ModelRole, sample_index: int) -> BaseModel:
+        """The responses row of one sample: the reply read (parsed where the protocol expects a
+        format), or the reason there is none."""
+
+    def reply_parser(self) -> Callable[[str], Any] | None:
+        """Reads the model's reply where the protocol expects a format; raises ValueError for a
+        reply that is not one, which is then asked again (up to the judge's tries) and never
+        cached. None: every reply is the model's answer, as it is."""
+        return None
+
+    def stand_in_reply(self, sample: dict[str, Any]) -> str | None:
+        """A reply like the model's, to estimate the judge's prompt before the model has
+        answered (the plan printed before a run)."""
+        return None
+
+    def plan_summary(self, samples: pl.DataFrame) -> str:
+        """What the plan says it covers, e.g. "4 dialogues, 10 triggers"."""
+        return f"{samples.height} {self.sample_noun}"
+
+    # Scoring.
+
+    def judge_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
+        """Prompts the judge is sent (none for a deterministic check)."""
+        return Prompts()
+
+    def judgments_key_settings(self, settings: RunSettings, prompts: Prompts) -> dict[str, Any]:
+        """Key material of the judgments besides the judge and the responses."""
+        return {"prompts": prompts.hashes()}
+
+    def judgment_request(self, sample: dict[str, Any], response: dict[str, Any],
+                         role: ModelRole | None, prompts: Prompts, settings: RunSettings
+                         ) -> ChatRequest | None:
+        """The judge call for one response; None when the response is scored without one (a
+        failed or unusable reply carried through, or a deterministic check)."""
+        return None
+
+    def accept_judge_reply(self, text: str) -> Any:
+        """The verdict in a judge reply; ValueError when it is not one (the judge is then asked
+        again, and an unusable reply is never cached)."""
+        raise ValueError("this suite has no judge")
+
+    @abstractmethod
+    def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
+                     outcome: ChatOutcome | None, role: ModelRole | None,
+                     prompts: Prompts) -> BaseModel:
+        """The judgments row of one response."""
+
+    # Aggregation and outputs.
+
+    @abstractmethod
+    def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        """The scores table (rows of `tables.scores`): per group and overall. Failed and
+        unscored rows are counted, never dropped and never given a score."""
+
+    @abstractmethod
+    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
+        """(scored, total, lost by failure kind) over every judgments row, for the run's exit
+        status."""
+
+    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        """(header, cell) of each column of the scores table printed after a run."""
+        first = self.tables.scores.model_fields
+        return [(name, lambda row, name=name: _cell(row.get(name))) for name in first]
+
+    def summary_rows(self, scores: pl.DataFrame) -> list[dict[str, Any]]:
+        """The rows shown on the console and as the run's table artifact in the Prefect UI."""
+        return scores.to_dicts()
+
+    main_output: ClassVar[str]
+    """The export file the Prefect UI links to."""
+
+    @abstractmethod
+    def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
+                      judgments: pl.DataFrame, scores: pl.DataFrame,
+                      provenance: dict[str, Any]) -> dict[str, str]:
+        """The export files of one run in `out`; returns name -> path."""
+
+    def check_settings(self, settings: RunSettings) -> None:
+        """One-line UserErrors for settings this suite cannot take (before any call)."""
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def percent(value: float | None) -> str:
+    """A rate as the console shows it."""
+    return "-" if value is None else f"{100 * value:.1f}"
