@@ -14,7 +14,7 @@ import argparse
 from .endpoints import provider_url
 from .errors import UserError
 from .network import unreachable
-from .settings import CorpusSource, default_store
+from .settings import DEFAULT_SUITE, PAPER_JUDGE, CorpusSource, default_store
 
 
 def check_network(args: argparse.Namespace) -> None:
@@ -23,14 +23,16 @@ def check_network(args: argparse.Namespace) -> None:
 
     from .sources import fetch_upstream_judge_prompt, locate_corpus
 
-    if not args.corpus:
+    proactbench = getattr(args, "suite", DEFAULT_SUITE) == DEFAULT_SUITE
+    if proactbench and not args.corpus:
         locate_corpus(CorpusSource(revision=args.revision))  # the hub, or its local cache
-    if not args.judge_prompt:
+    if proactbench and not args.judge_prompt:
         fetch_upstream_judge_prompt(Path(args.store or default_store()).expanduser())
     roles = (["eval"] if args.command == "run" else []) + \
         (["judge"] if args.command != "status" else [])
     for prefix in roles:
-        model = getattr(args, f"{prefix}_model")
+        model = getattr(args, f"{prefix}_model") or \
+            (PAPER_JUDGE if prefix == "judge" and proactbench else None)
         if not model or getattr(args, f"{prefix}_api_base"):
             continue
         url = provider_url(model)

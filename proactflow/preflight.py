@@ -21,7 +21,7 @@ from .effective import wire_params
 from .chat import ChatOutcome, ChatRequest, api_key_for
 from .llm import estimated_cost
 from .settings import ModelRole, RunSettings
-from .suites.base import Prompts, Suite
+from .suites.base import Prompts, Step, Suite
 
 
 def check_access(role: ModelRole, label: str) -> None:
@@ -160,7 +160,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, calls: Cal
         return plan
     for episode in suite.episodes(frame):
         for sample_index in range(settings.samples):
-            earlier: list[dict] = []
+            earlier: list[Step] = []
             known = True  # every earlier reply of the episode is cached
             for index in episode:
                 sample = rows[index]
@@ -180,7 +180,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, calls: Cal
                                               content=suite.stand_in_reply(sample) or "")
                 row = suite.response_row(sample, outcome, role, sample_index).model_dump(
                     by_alias=True)
-                earlier.append(row)
+                earlier.append((sample, row))
                 count_judge(sample, row, outcome is None or outcome.from_cache)
     return plan
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from .llm import estimated_cost
-from .pipeline import StageReport, open_store
+from .pipeline import StageReport, open_store, suite_of
 from .run_records import record_name
 from .settings import RunSettings
 
@@ -40,11 +40,13 @@ def usage_and_cost(settings: RunSettings, responses: pl.DataFrame, judgments: pl
     - `paid_*`: what this run paid: every reply the provider sent in this run, judge replies
       asked again included. A run answered wholly from the cache paid $0.
     """
+    stages = suite_of(settings).stages
+    table = {stages.responses: "responses", stages.judgments: "judgments"}
     paid = {"responses": [0, 0], "judgments": [0, 0]}
     for report in reports:
-        if report.stage in paid and not report.reused:
-            paid[report.stage][0] += report.calls.get("paid_prompt_tokens", 0)
-            paid[report.stage][1] += report.calls.get("paid_completion_tokens", 0)
+        if report.stage in table and not report.reused:
+            paid[table[report.stage]][0] += report.calls.get("paid_prompt_tokens", 0)
+            paid[table[report.stage]][1] += report.calls.get("paid_completion_tokens", 0)
     usage = {}
     roles = [("model_under_test", responses, settings.model_under_test.model, "responses")]
     if settings.judge is not None:

@@ -214,6 +214,11 @@ class RunSettings(BaseModel):
                          description="Responses drawn per trigger (each judged on its own).")
     judge_prompt_file: str | None = Field(
         default=None, description="Judge system prompt file; None for the upstream prompt.")
+    prompt_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="A suite's other prompts from files of your own, by the suite's name for "
+                    "each (e.g. agent_instruction, judge_instruction); the rest are upstream's. "
+                    "Their sha256, never their paths, enter the keys.")
     judge_response_format: Literal["json_schema", "json_object", "none"] = Field(
         default="json_schema", description="Structured-output mode requested from the judge.")
     store: str = Field(default_factory=lambda: default_store(),

@@ -8,7 +8,7 @@ be asked and a call that failed carry a status instead of disappearing.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import polars as pl
 from pydantic import BaseModel
@@ -17,7 +17,7 @@ from ..llm import ChatClient
 from ..pools import run_bounded
 from ..schemas.arrow import to_frame
 from ..settings import ModelRole
-from ..suites.base import Prompts, Suite
+from ..suites.base import Prompts, Step, Suite
 
 
 async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRole,
@@ -33,14 +33,14 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
     async def run_episode(job: tuple[list[int], int]) -> list[BaseModel]:
         episode, sample_index = job
         answered: list[BaseModel] = []
-        earlier: list[dict[str, Any]] = []
+        earlier: list[Step] = []
         for index in episode:
             sample = rows[index]
             request = suite.generation_request(sample, earlier, role, prompts, sample_index)
             outcome = await client.call(request, accept=parse) if request is not None else None
             row = suite.response_row(sample, outcome, role, sample_index)
             answered.append(row)
-            earlier.append(row.model_dump(by_alias=True))
+            earlier.append((sample, row.model_dump(by_alias=True)))
             if on_row is not None:
                 on_row(row)
         return answered

@@ -45,6 +45,10 @@ class DataSource:
     """What the suite needs to read the data (a path, a folder, a hub snapshot)."""
 
 
+Step = tuple[dict[str, Any], dict[str, Any]]
+"""One answered step of an episode: (its sample row, its response row)."""
+
+
 @dataclass(frozen=True)
 class StageNames:
     """The artifact folder of each of the suite's four tables, and the version of what fills
@@ -148,11 +152,12 @@ class Suite(ABC):
         return [[index] for index in range(samples.height)]
 
     @abstractmethod
-    def generation_request(self, sample: dict[str, Any], earlier: list[dict[str, Any]],
+    def generation_request(self, sample: dict[str, Any], earlier: list[Step],
                            role: ModelRole, prompts: Prompts, sample_index: int
                            ) -> ChatRequest | None:
-        """The call for one sample given the response rows of the episode's earlier samples;
-        None when the sample cannot be asked (its row then says why)."""
+        """The call for one sample given the episode's earlier steps (each sample with its
+        response row, in order); None when the sample cannot be asked (its row then says
+        why)."""
 
     @abstractmethod
     def response_row(self, sample: dict[str, Any], outcome: ChatOutcome | None,

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from ..effective import safety_settings_off
 from ..errors import UserError
-from ..settings import (DEFAULT_STORE_ENV, CorpusSource, ModelRole, RunSettings, RuntimeOptions,
+from ..settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource, ModelRole, RunSettings, RuntimeOptions,
                         default_store, role_generation)
 
 EXIT_LOW_COVERAGE = 1
@@ -142,8 +142,9 @@ def selected_evaluations(args: argparse.Namespace, store):
 
 def add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
                       required: bool, default_model: str | None) -> None:
+    """`default_model` is only told in the help: the suite decides the default."""
     group = parser.add_argument_group(f"{label} ({prefix}-*)")
-    group.add_argument(f"--{prefix}-model", required=required, default=default_model,
+    group.add_argument(f"--{prefix}-model", required=required, default=None,
                        metavar="MODEL",
                        help=f"litellm model string of the {label}, e.g. gpt-4o-mini, "
                             "anthropic/claude-opus-4-7, openai/NAME with --%s-api-base"
@@ -178,8 +179,21 @@ def add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
                             "reusing cached answers")
     if prefix == "eval":
         group.add_argument("--eval-system-prompt", metavar="TEXT_OR_@FILE",
-                           help="system prompt for the model under test (default: none, as in "
-                                "the protocol); @path reads it from a file")
+                           help="system prompt for the model under test (default: the suite's: "
+                                "none in ProactBench, upstream's in ProactiveBench); @path reads "
+                                "it from a file")
+        group.add_argument("--eval-system-prompt-file", metavar="FILE",
+                           help="the same, read from FILE")
+
+
+def prompt_file(value: str) -> tuple[str, str]:
+    """NAME=FILE of --prompt."""
+    name, sep, path = value.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {value!r}")
+    if not Path(path).expanduser().is_file():
+        raise argparse.ArgumentTypeError(f"prompt file not found: {path}")
+    return name, path
 
 
 class Parser(argparse.ArgumentParser):
@@ -189,7 +203,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def role_from_args(args: argparse.Namespace, prefix: str) -> ModelRole:
+def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_SUITE
+                   ) -> ModelRole:
     model = getattr(args, f"{prefix}_model")
     explicit: dict[str, Any] = {}
     for field in ("temperature", "max_tokens", "top_p", "reasoning_effort"):
@@ -197,6 +212,11 @@ def role_from_args(args: argparse.Namespace, prefix: str) -> ModelRole:
         if hasattr(args, attribute):  # given on the command line ('none' gives None)
             explicit[field] = getattr(args, attribute)
     system_prompt = getattr(args, "eval_system_prompt", None) if prefix == "eval" else None
+    prompt_file = getattr(args, "eval_system_prompt_file", None) if prefix == "eval" else None
+    if prompt_file:
+        if system_prompt:
+            raise UserError("give --eval-system-prompt or --eval-system-prompt-file, not both")
+        system_prompt = "@" + prompt_file
     if system_prompt and system_prompt.startswith("@"):
         try:
             system_prompt = Path(system_prompt[1:]).read_text(encoding="utf-8")
@@ -209,16 +229,27 @@ def role_from_args(args: argparse.Namespace, prefix: str) -> ModelRole:
         safety_settings_off(model)  # a one-line error for a model without these filters
         explicit["gemini_safety_off"] = True
     generation, deviations = role_generation(
-        "model_under_test" if prefix == "eval" else "judge", model, explicit)
+        "model_under_test" if prefix == "eval" else "judge", model, explicit, suite)
     return ModelRole(model=model, api_base=getattr(args, f"{prefix}_api_base"),
                      api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation,
                      deviations=deviations, revision=getattr(args, f"{prefix}_revision", None))
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
+    from ..suites import get_suite
+
+    suite_name = getattr(args, "suite", None) or DEFAULT_SUITE
+    suite = get_suite(suite_name)  # an unknown name is a one-line error listing the known
+    if not args.judge_model and suite_name == DEFAULT_SUITE:
+        args = argparse.Namespace(**{**vars(args), "judge_model": PAPER_JUDGE})
+    if not args.judge_model and suite.needs_judge:
+        raise UserError(f"the {suite_name} suite needs --judge-model (an LLM judge, or a reward "
+                        "model behind --judge-api-base)")
     return RunSettings(
-        model_under_test=role_from_args(args, "eval"),
-        judge=role_from_args(args, "judge"),
+        suite=suite_name,
+        model_under_test=role_from_args(args, "eval", suite_name),
+        judge=role_from_args(args, "judge", suite_name) if args.judge_model else None,
+        prompt_files=dict(getattr(args, "prompt", None) or []),
         corpus=CorpusSource(path=args.corpus, revision=args.revision, limit=args.limit,
                             phases=args.phases),
         samples=args.samples,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..settings import PAPER_JUDGE
+from ..settings import DEFAULT_SUITE, PAPER_JUDGE
 from .options import (EPILOG, Parser, add_role_options, add_selection_options,
                       add_store_option, age, fraction, judge_list, non_negative_float,
-                      phases_list, positive_float, positive_int)
+                      phases_list, positive_float, positive_int, prompt_file)
 from .running import run_command
 from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
                              runs_rm_command, runs_show_command, view_command)
@@ -33,13 +33,22 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary + ".",
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog=EPILOG)
+        sub.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME",
+                         help="the benchmark: proactbench (default; ProactBench, Boson AI) or "
+                              "proactiveagent (Proactive Agent's ProactiveBench, THUNLP)")
         add_role_options(sub, "eval", "model under test", required=name != "rejudge",
                           default_model=None)
-        add_role_options(sub, "judge", "judge", required=False, default_model=PAPER_JUDGE)
+        add_role_options(sub, "judge", "judge", required=False,
+                         default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent needs one")
         judge = sub.add_argument_group("judge prompt")
         judge.add_argument("--judge-prompt", metavar="FILE",
                            help="judge system prompt file (default: the upstream prompt, "
                                 "downloaded once at its pinned commit and cached in the store)")
+        judge.add_argument("--prompt", type=prompt_file, action="append", metavar="NAME=FILE",
+                           help="another of the suite's prompts from a file of yours "
+                                "(proactiveagent: agent_instruction, judge_instruction; the "
+                                "system prompts have --eval-system-prompt-file and "
+                                "--judge-prompt); repeatable")
         judge.add_argument("--judge-attempts", type=positive_int, default=4, metavar="N",
                            help="judge calls per response while its reply is not a valid "
                                 "verdict (malformed JSON, unknown score), before it becomes a "
@@ -49,14 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
                            help="structured output requested from the judge (default: "
                                 "json_schema; use json_object or none for servers without it)")
         corpus = sub.add_argument_group("corpus")
-        corpus.add_argument("--corpus", metavar="FILE",
-                            help="local final_dialogues.jsonl (default: bosonai/proactbench "
-                                 "from the Hugging Face hub)")
+        corpus.add_argument("--corpus", metavar="PATH",
+                            help="proactbench: a local final_dialogues.jsonl (default: "
+                                 "bosonai/proactbench from the Hugging Face hub); "
+                                 "proactiveagent: a folder holding splits.json and the trace "
+                                 "files (default: the pinned upstream commit)")
         corpus.add_argument("--revision", metavar="REV",
                             help="hub revision (commit sha, tag, branch) to pin; the commit "
                                  "actually used is recorded either way")
         corpus.add_argument("--limit", type=positive_int, metavar="N",
-                            help="evaluate only the first N dialogues")
+                            help="evaluate only the first N dialogues (proactiveagent: traces, "
+                                 "in name order)")
         corpus.add_argument("--samples", type=positive_int, default=1, metavar="K",
                             help="draw K responses per trigger and judge each (default: 1); "
                                  "with K > 1, --out adds trigger_scores.csv with each trigger's "

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluations import safe_name
-from ..settings import RunSettings, default_store
+from ..settings import PAPER_JUDGE, RunSettings, default_store
 from .options import settings_from_args
 from .running import (coverage_status, preflight, print_scores, quiet_console_tracebacks,
                       quiet_temporary_server, run_flow)
@@ -47,7 +47,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
     entries = select_stored_responses(
         store, runs=args.run, models=args.select_models, corpus_revision=args.corpus_revision,
         include_incomplete=args.include_incomplete, limit=args.limit, phases=args.phases)
-    judges = args.judges or [args.judge_model]
+    judges = args.judges or [args.judge_model or PAPER_JUDGE]
     runs, counts = [], {}
     calls = open_call_cache(store)
     try:

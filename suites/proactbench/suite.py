@@ -18,7 +18,7 @@ from ...errors import UserError
 from ...settings import ModelRole, RunSettings
 from ...sources import (CorpusFile, fetch_upstream_judge_prompt, locate_corpus,
                         read_judge_prompt_file)
-from ..base import DataSource, Prompts, StageNames, Suite, Tables, percent
+from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from . import judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
@@ -67,7 +67,7 @@ class ProactBench(Suite):
     def responses_key_settings(self, settings: RunSettings, prompts: Prompts) -> dict[str, Any]:
         return {}  # the optional system prompt is part of the role's own key material
 
-    def generation_request(self, sample: dict[str, Any], earlier: list[dict[str, Any]],
+    def generation_request(self, sample: dict[str, Any], earlier: list[Step],
                            role: ModelRole, prompts: Prompts, sample_index: int
                            ) -> ChatRequest | None:
         if not sample["evaluable"]:

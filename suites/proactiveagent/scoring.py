@@ -1,0 +1,90 @@
+"""Per-split metrics of ProactiveBench, with upstream's definitions (metrics.py), the counts
+behind them, what was not scored and why, and 95 % bootstrap intervals that resample traces.
+
+A split pools the events of its traces (every sample of every event). Only scored events enter
+TP/FP/TN/FN; `Total Events` is every pooled event, as upstream's script counts it. The events of
+one trace are answered in one growing chat and are not independent, so the bootstrap draws
+traces, not events: each replicate draws as many traces as the split has, with replacement.
+"""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pyarrow as pa
+
+from ...schemas.arrow import arrow_schema, frame_of
+from .metrics import Counts, split_metrics
+from .tables import SplitScoreRow
+
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 0
+
+
+def _counts(frame: pl.DataFrame) -> Counts:
+    scored = frame.filter(pl.col("status") == "scored")
+    proposed, accepted = pl.col("proposed"), pl.col("accepted")
+    return Counts(
+        true_positive=scored.filter(proposed & accepted).height,
+        false_positive=scored.filter(proposed & ~accepted).height,
+        true_negative=scored.filter(~proposed & accepted).height,
+        false_negative=scored.filter(~proposed & ~accepted).height)
+
+
+def _interval(per_trace: list[Counts], metric: str) -> tuple[float | None, float | None]:
+    if not per_trace:
+        return None, None
+    draw = random.Random(BOOTSTRAP_SEED)
+    values = []
+    for _ in range(BOOTSTRAP_SAMPLES):
+        total = Counts()
+        for _ in per_trace:
+            total = total + per_trace[draw.randrange(len(per_trace))]
+        values.append(float(split_metrics("", total)[metric]))
+    values.sort()
+    return values[int(0.025 * len(values))], values[min(len(values) - 1,
+                                                         int(0.975 * len(values)))]
+
+
+def score_splits(judgments: pl.DataFrame) -> pl.DataFrame:
+    """One row per (model, judge, judge prompt, split), splits in name order."""
+    rows = []
+    exploded = judgments.explode("splits").rename({"splits": "split"})
+    keys = ["model", "judge", "judge_prompt_sha256", "split"]
+    for (model, judge, prompt, split), group in exploded.sort(keys).group_by(
+            keys, maintain_order=True):
+        counts = _counts(group)
+        metrics = split_metrics(str(split), counts)
+        per_trace = [_counts(part) for _, part in group.group_by("trace", maintain_order=True)]
+        f1_low, f1_high = _interval(per_trace, "F1-Score")
+        accuracy_low, accuracy_high = _interval(per_trace, "Accuracy")
+        status = group["status"]
+        rows.append(SplitScoreRow(
+            model=model, judge=judge, judge_prompt_sha256=prompt, split=split,
+            events=group.height, scored=counts.total, true_positive=counts.true_positive,
+            false_positive=counts.false_positive, true_negative=counts.true_negative,
+            false_negative=counts.false_negative, recall=metrics["Recall"],
+            precision=metrics["Precision"], accuracy=metrics["Accuracy"],
+            false_alarm=metrics["False-Alarm"], f1=metrics["F1-Score"],
+            accept_rate=metrics["Accept Rate"], not_scored=group.height - counts.total,
+            generation_errors=int((status == "generation_error").sum()),
+            invalid_replies=int((status == "invalid_reply").sum()),
+            judge_errors=int((status == "judge_error").sum()),
+            non_answers=int(status.is_in(["empty_response", "truncated_response",
+                                          "blocked_response"]).sum()),
+            f1_ci_low=f1_low, f1_ci_high=f1_high, accuracy_ci_low=accuracy_low,
+            accuracy_ci_high=accuracy_high).model_dump(by_alias=True))
+    return frame_of(pa.Table.from_pylist(rows, schema=arrow_schema(SplitScoreRow)))
+
+
+def upstream_rows(scores: pl.DataFrame) -> list[dict[str, float | int | str]]:
+    """metrics.csv: upstream's columns, one row per split; `Total Events` counts every pooled
+    event, scored or not, as upstream's script does."""
+    out = []
+    for row in scores.iter_rows(named=True):
+        out.append({"Category": row["split"], "Recall": row["recall"],
+                    "Precision": row["precision"], "Accuracy": row["accuracy"],
+                    "False-Alarm": row["false_alarm"], "F1-Score": row["f1"],
+                    "Accept Rate": row["accept_rate"], "Total Events": row["events"]})
+    return out

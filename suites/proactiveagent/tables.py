@@ -1,0 +1,128 @@
+"""The four tables of Proactive Agent's ProactiveBench: events (samples), the agent's replies,
+the judge's verdicts, and the per-split metrics.
+
+Every event of every trace has a row in every table: an event whose call failed or whose reply
+was not the protocol's JSON carries a status and a message instead of disappearing (upstream's
+script silently skips it).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EventRow(BaseModel):
+    """One event of a test trace, with what the model under test and the judge are shown."""
+
+    trace: str = Field(description="The trace's file name without .json, e.g. code_11.")
+    event_index: int = Field(description="0-based position of the event in its trace.")
+    time: str = Field(description="observation.time: a Unix timestamp in seconds, as text.")
+    event: str = Field(description="observation.event: what the user did, in one sentence.")
+    observations_json: str = Field(
+        description="The observations of the trace up to and including this event, as JSON "
+                    "text with each object as the trace file holds it (the judge's view).")
+    task_status: bool = Field(
+        description="The trace's task_status (no upstream script reads it; probably whether "
+                    "help was warranted).")
+    splits: list[str] = Field(description="The splits of splits.json holding this trace.")
+
+
+AgentStatus = Literal["ok", "error", "invalid_reply", "empty", "truncated", "blocked"]
+
+
+class AgentResponseRow(BaseModel):
+    """The model under test's reply at one event."""
+
+    trace: str = Field(description="Trace name.")
+    event_index: int = Field(description="Event position in the trace.")
+    sample_index: int = Field(description="Which rollout of the trace (0 unless sampling).")
+    model: str = Field(description="Model under test.")
+    status: AgentStatus = Field(
+        description="ok; error (the call failed after retries); invalid_reply (no reply was "
+                    "the protocol's JSON, after the tries allowed); empty, truncated, blocked "
+                    "(not answers). Only ok replies are judged.")
+    message: str | None = Field(description="Why the row is not ok.")
+    response: str | None = Field(description="The reply as the model wrote it.")
+    proposed_task: str | None = Field(
+        description="The 'Proactive Task' of the reply; None when it proposes none.")
+    history_text: str | None = Field(
+        description="The reply as it becomes the assistant turn of later events (upstream's "
+                    "json.dumps of the parsed object); None for a failed event.")
+    finish_reason: str | None = Field(description="Provider finish reason.")
+    prompt_tokens: int | None = Field(description="Prompt tokens reported by the provider.")
+    completion_tokens: int | None = Field(description="Completion tokens reported.")
+    latency_s: float | None = Field(description="Wall time of the successful call, seconds.")
+    attempts: int = Field(description="Calls made for this event, retries included.")
+    request_key: str | None = Field(description="Key of the call in the per-call cache.")
+    served_model: str | None = Field(default=None, description="The model the provider named.")
+    system_fingerprint: str | None = Field(default=None, description="Provider fingerprint.")
+    litellm_version: str | None = Field(default=None, description="litellm that made the call.")
+
+
+VerdictStatus = Literal["scored", "judge_error", "generation_error", "invalid_reply",
+                        "empty_response", "truncated_response", "blocked_response"]
+
+
+class VerdictRow(BaseModel):
+    """The judge's verdict (accepted / rejected) on the agent's proposal at one event."""
+
+    trace: str = Field(description="Trace name.")
+    event_index: int = Field(description="Event position in the trace.")
+    sample_index: int = Field(description="Which rollout of the trace.")
+    splits: list[str] = Field(description="The splits holding the event's trace.")
+    model: str = Field(description="Model under test.")
+    judge: str = Field(description="Judge (reward model or LLM).")
+    status: VerdictStatus = Field(
+        description="scored; judge_error; generation_error, invalid_reply, empty_response, "
+                    "truncated_response, blocked_response (the agent's reply is not one to "
+                    "judge). Only scored rows count in the metrics.")
+    proposed: bool | None = Field(description="A task was proposed (else the proposal is null).")
+    accepted: bool | None = Field(description="The judge accepted the proposal (or the null).")
+    thought: str | None = Field(description="The judge's stated reasoning.")
+    message: str | None = Field(description="Why the row is not scored.")
+    prompt_tokens: int | None = Field(description="Judge prompt tokens.")
+    completion_tokens: int | None = Field(description="Judge completion tokens.")
+    latency_s: float | None = Field(description="Wall time of the successful judge call.")
+    attempts: int = Field(description="Judge calls made, retries included.")
+    judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
+    request_key: str | None = Field(description="Key of the judge call in the per-call cache.")
+    served_model: str | None = Field(default=None, description="The judge the provider named.")
+    system_fingerprint: str | None = Field(default=None, description="Provider fingerprint.")
+    litellm_version: str | None = Field(default=None, description="litellm that made the call.")
+
+
+class SplitScoreRow(BaseModel):
+    """Upstream's metrics for one split (pooled events of its traces), with the counts behind
+    them and what was not scored."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    model: str = Field(description="Model under test.")
+    judge: str = Field(description="Judge.")
+    judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
+    split: str = Field(description="The split of splits.json (upstream's Category).")
+    events: int = Field(description="Event rows pooled in the split (every sample).")
+    scored: int = Field(description="Events with a verdict: true + false positives/negatives.")
+    true_positive: int = Field(description="A task was proposed and accepted.")
+    false_positive: int = Field(description="A task was proposed and rejected.")
+    true_negative: int = Field(description="No task was proposed, and the judge agreed.")
+    false_negative: int = Field(description="No task was proposed, and the judge wanted one.")
+    recall: float = Field(description="TP / (TP + FN + 1e-8), as upstream.")
+    precision: float = Field(description="TP / (TP + FP + 1e-8).")
+    accuracy: float = Field(description="(TP + TN) / (TP + TN + FP + FN + 1e-8).")
+    false_alarm: float = Field(description="FP / (TP + FP + 1e-8).")
+    f1: float = Field(description="2PR / (P + R + 1e-8).")
+    accept_rate: float = Field(description="Accepted proposals / proposals (= precision).")
+    not_scored: int = Field(description="events - scored: every status below.")
+    generation_errors: int = Field(description="The agent's call failed.")
+    invalid_replies: int = Field(description="The agent's reply was not the protocol's JSON.")
+    judge_errors: int = Field(description="The judge's call failed or its reply was invalid.")
+    non_answers: int = Field(description="The agent's reply was empty, truncated or blocked.")
+    f1_ci_low: float | None = Field(
+        description="2.5th percentile of F1 over 1,000 resamplings of the split's traces (seed "
+                    "0): events of one trace are not independent.")
+    f1_ci_high: float | None = Field(description="97.5th percentile of the same.")
+    accuracy_ci_low: float | None = Field(description="2.5th percentile of accuracy, likewise.")
+    accuracy_ci_high: float | None = Field(description="97.5th percentile of accuracy.")

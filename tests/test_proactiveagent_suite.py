@@ -1,0 +1,175 @@
+"""Proactive Agent's ProactiveBench end to end through the suite seam: the CLI, a fake agent and
+a fake reward model over real HTTP, on the project's own traces (tests/data/proactiveagent)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from fake_openai import FakeOpenAI, Reply
+from helpers import run_cli
+from replay import PROJECT_DATA
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+DATA = PROJECT_DATA / "proactiveagent"
+EPS = 1e-8
+
+
+def proposes(event: str) -> bool:
+    return any(word in event for word in ("fail", "spell", "copies", "PDF"))
+
+
+def agent(request: dict) -> Reply:
+    """Proposes a task at some events, never answers JSON at one, fences one reply."""
+    last = request["messages"][-1]["content"]
+    if "searches the web" in last:
+        return Reply(content="I think the user is searching.")
+    body = json.dumps({"Purpose": "p", "Thoughts": "t",
+                       "Proactive Task": "Help with it" if proposes(last) else None,
+                       "Response": "null"})
+    return Reply(content=f"```json\n{body}\n```" if "copies" in last else body)
+
+
+def accepts(last_event: str, task: str | None) -> bool:
+    if task is not None:
+        return any(word in last_event for word in ("fail", "copies"))
+    return not any(word in last_event for word in ("spell", "scrolls quickly"))
+
+
+def reward_model(request: dict) -> Reply:
+    user = json.loads(request["messages"][1]["content"])
+    verdict = accepts(user["Observations (Time Ascending)"][-1]["event"], user["Proposed Task"])
+    return Reply(content=json.dumps({"thought": "as the user I would",
+                                     "judgement": "accepted" if verdict else "rejected"}))
+
+
+@pytest.fixture
+def served():
+    requests: list[dict] = []
+
+    def recording_agent(request: dict) -> Reply:
+        requests.append(request)
+        return agent(request)
+
+    with FakeOpenAI({"agent": recording_agent, "reward": reward_model}) as fake:
+        yield fake, requests
+
+
+def args(fake: FakeOpenAI, store, out, *extra: str) -> list[str]:
+    return ["--suite", "proactiveagent", "--corpus", str(DATA),
+            "--eval-model", "openai/agent", "--eval-api-base", fake.url,
+            "--judge-model", "openai/reward", "--judge-api-base", fake.url,
+            "--eval-system-prompt-file", str(DATA / "agent_system_prompt.txt"),
+            "--judge-prompt", str(DATA / "reward_system_prompt.txt"),
+            "--prompt", f"agent_instruction={DATA / 'agent_step_instruction.txt'}",
+            "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
+            "--store", str(store), "--out", str(out), *extra]
+
+
+def traces() -> dict[str, list[dict]]:
+    splits = json.loads((DATA / "splits.json").read_text(encoding="utf-8"))
+    names = {name for split in splits.values() for name in split["files"]}
+    return {name[:-5]: json.loads((DATA / name).read_text(encoding="utf-8"))
+            for name in sorted(names)}
+
+
+def test_each_event_sees_the_protocol_messages_with_the_models_own_replies(served, tmp_path):
+    fake, requests = served
+    assert run_cli("run", args(fake, tmp_path / "s", tmp_path / "o", "--min-coverage",
+                               "0.5")) == 0
+    system = (DATA / "agent_system_prompt.txt").read_text(encoding="utf-8")
+    instruction = (DATA / "agent_step_instruction.txt").read_text(encoding="utf-8")
+
+    def bare(observation: dict) -> str:
+        return json.dumps({"Time": observation["time"], "Event": observation["event"]})
+
+    def wrapped(observation: dict) -> str:
+        return json.dumps({"Instructions": instruction, "Observation": "@"}).replace(
+            "@", bare(observation))
+
+    by_last = {request["messages"][-1]["content"]: request["messages"] for request in requests}
+    # coding_a, built by hand: event 2's reply is never JSON, so it stays wrapped and
+    # unanswered in the history of event 3; the other events' replies are the assistant turns
+    # as upstream stores them (json.dumps of the parsed reply, the "null" Response as null).
+    events = [e["observation"] for e in traces()["coding_a"]]
+
+    def reply(task):
+        return json.dumps({"Purpose": "p", "Thoughts": "t", "Proactive Task": task,
+                           "Response": None})
+
+    expected = [{"role": "system", "content": system},
+                {"role": "user", "content": bare(events[0])},
+                {"role": "assistant", "content": reply(None)},
+                {"role": "user", "content": bare(events[1])},
+                {"role": "assistant", "content": reply("Help with it")},
+                {"role": "user", "content": wrapped(events[2])},
+                {"role": "user", "content": wrapped(events[3])}]
+    assert by_last[wrapped(events[3])] == expected
+    assert by_last[wrapped(events[0])] == [expected[0], {"role": "user",
+                                                         "content": wrapped(events[0])}]
+    # The invalid reply was asked again (4 tries), then recorded as such, never dropped.
+    assert sum(r["messages"][-1]["content"] == wrapped(events[2]) for r in requests) == 4
+
+
+def hand_metrics() -> dict[str, dict[str, float]]:
+    """metrics.csv computed by hand from the fakes' rules and upstream's formulas."""
+    splits = json.loads((DATA / "splits.json").read_text(encoding="utf-8"))
+    all_traces = traces()
+    out = {}
+    for split, config in splits.items():
+        tp = fp = tn = fn = total = 0
+        for name in config["files"]:
+            for event in all_traces[name[:-5]]:
+                total += 1
+                text = event["observation"]["event"]
+                if "searches the web" in text:
+                    continue  # an invalid reply: not judged, still an event of the split
+                task = "Help with it" if proposes(text) else None
+                good = accepts(text, task)
+                tp += task is not None and good
+                fp += task is not None and not good
+                tn += task is None and good
+                fn += task is None and not good
+        recall, precision = tp / (tp + fn + EPS), tp / (tp + fp + EPS)
+        out[split] = {"Recall": recall, "Precision": precision,
+                      "Accuracy": (tp + tn) / (tp + tn + fp + fn + EPS),
+                      "False-Alarm": fp / (tp + fp + EPS),
+                      "F1-Score": 2 * precision * recall / (precision + recall + EPS),
+                      "Accept Rate": tp / (tp + fp + EPS), "Total Events": total}
+    return out
+
+
+def test_metrics_csv_equals_a_hand_computation_and_a_rerun_retries_only_failures(served,
+                                                                                  tmp_path):
+    fake, _ = served
+    store, out = tmp_path / "store", tmp_path / "out"
+    # An event lost to an invalid reply makes the run fail unless accepted.
+    assert run_cli("run", args(fake, store, out)) == 1
+    with open(out / "metrics.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["Category", "Recall", "Precision", "Accuracy", "False-Alarm",
+                             "F1-Score", "Accept Rate", "Total Events"]
+    expected = hand_metrics()
+    assert [row["Category"] for row in rows] == sorted(expected)
+    for row in rows:
+        for column, value in expected[row["Category"]].items():
+            assert float(row[column]) == pytest.approx(value, abs=1e-12), (row["Category"],
+                                                                           column)
+    events = list(csv.DictReader(open(out / "events.csv", newline="", encoding="utf-8")))
+    assert len(events) == 12
+    invalid = [e for e in events if e["status"] != "scored"]
+    assert [(e["trace"], e["event_index"], e["status"]) for e in invalid] == \
+        [("coding_a", "2", "invalid_reply")]
+    assert invalid[0]["message"].startswith("invalid model reply: not JSON")
+    split_scores = list(csv.DictReader(open(out / "split_scores.csv", encoding="utf-8")))
+    coding = next(r for r in split_scores if r["split"] == "demo_coding")
+    assert (coding["events"], coding["scored"], coding["invalid_replies"]) == ("4", "3", "1")
+    assert float(coding["f1_ci_low"]) <= float(coding["f1"]) <= float(coding["f1_ci_high"])
+
+    fake.reset_counts()
+    assert run_cli("run", args(fake, store, out, "--min-coverage", "0.9")) == 0
+    # Only the event whose replies never parsed is asked again (4 tries); nothing is judged.
+    assert dict(fake.calls) == {"agent": 4}
