@@ -1,6 +1,6 @@
 """Prefect flow `sweep`: evaluate many models (each an `evaluate` subflow, all at once), then
-build a leaderboard of those that finished. A model that fails does not stop the others; the
-summary says which failed and why."""
+build the suite's leaderboard of those that finished. A model that fails does not stop the
+others; the summary says which failed and why."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
 
@@ -16,21 +15,9 @@ from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.flows.evaluate import evaluate
 from proactflow.pipeline import coverage_problem, suite_of
 from proactflow.settings import RunSettings
-from proactflow.evaluations import Evaluation, evaluation_of
-from proactflow.report import write_report
-from proactflow.suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges
 from proactflow.sweeps import SweepConfig
 
 BOOTSTRAP_SEED = 0
-
-
-def _evaluation(settings: RunSettings, result: dict[str, Any]) -> Evaluation:
-    key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
-    store = ArtifactStore(settings.store)
-    evaluation = evaluation_of(store, store.path_for("judgments", key))
-    if evaluation is None:  # the flow just wrote it: its inputs are there
-        raise RuntimeError(f"judgments {key} of this sweep lost its inputs")
-    return evaluation
 
 
 def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
@@ -47,20 +34,13 @@ def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _markdown(board: pl.DataFrame | None, failures: list[dict[str, str]],
-              costs: list[str]) -> str:
-    lines = ["# ProactBench sweep", "",
-             "| rank | model | judge | weighted score | 95 % CI | pass rate | evaluated | "
-             "not evaluated |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
-    overall = with_rank_ranges(board).filter(pl.col("phase") == "OVERALL").to_dicts() \
-        if board is not None else []
-    for row in overall:
-        pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
-        lines.append(f"| {row['rank']} | {row['model']} | {row['judge']} | "
-                     f"{pct(row['weighted_score'])} | "
-                     f"{pct(row['ci_low'])}–{pct(row['ci_high'])} | {pct(row['pass_rate'])} | "
-                     f"{row['evaluated']} | {row['not_evaluated']} |")
+def _markdown(title: str, headline: tuple[list[str], list[list[str]]],
+              failures: list[dict[str, str]], costs: list[str]) -> str:
+    columns, rows = headline
+    lines = [f"# {title} sweep", ""]
+    if columns:
+        lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
     if costs:
         lines += ["", "## Tokens and cost", "", *costs]
     if failures:
@@ -76,7 +56,8 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     runs = config.runs()
     outcomes = await asyncio.gather(*(evaluate(settings=settings) for settings in runs),
                                     return_exceptions=True)
-    finished, failures, usage = [], [], []
+    suite = suite_of(runs[0])
+    finished, failures, usage, summary = [], [], [], []
     for settings, outcome in zip(runs, outcomes):
         model, judge = settings.model_under_test.model, settings.judge_name
         if isinstance(outcome, BaseException):
@@ -84,29 +65,30 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                              "error": str(outcome) or type(outcome).__name__})
             logger.error("%s judged by %s failed: %s", model, judge, failures[-1]["error"])
         else:
-            finished.append(_evaluation(settings, outcome))
+            finished.append(next(stage["key"] for stage in outcome["stages"]
+                                 if stage["stage"] == suite.stages.judgments))
             usage.append(outcome["usage"])
-            shortfall = coverage_problem(suite_of(settings), outcome["coverage"],
-                                         settings.min_coverage)
+            scored, total, _ = outcome["coverage"]
+            summary.append(f"{model} judged by {judge}: {scored} of {total} "
+                           f"{suite.sample_noun} scored")
+            shortfall = coverage_problem(suite, outcome["coverage"], settings.min_coverage)
             if shortfall is not None:  # ranked, but the night is not a success
                 failures.append({"model": model, "judge": judge, "error": shortfall})
                 logger.warning("%s judged by %s: %s", model, judge, shortfall)
     out = Path(config.out) if config.out else None
-    board = None
-    if finished and out is not None:
-        # The report covers only this sweep's runs: the store may hold older ones.
-        board = write_report(ArtifactStore(runs[0].store), out, seed=BOOTSTRAP_SEED,
-                             evaluations=finished)["leaderboard"]
+    board = suite.sweep_report(ArtifactStore(runs[0].store), out, finished,
+                               seed=BOOTSTRAP_SEED) if finished else None
+    if board is not None and out is not None:
         await acreate_link_artifact(key="sweep-report",
                                     link=(out / "report.html").resolve().as_uri(),
-                                    link_text="report.html", description="ProactBench sweep report")
-    elif finished:
-        board = build_leaderboard(pl.concat([e.judgments for e in finished]), seed=BOOTSTRAP_SEED)
-    markdown = _markdown(board, failures, _cost_lines(usage))
+                                    link_text="report.html",
+                                    description=f"{suite.display_name} sweep report")
+    headline = suite.headline(board) if board is not None else ([], [])
+    markdown = _markdown(suite.display_name, headline, failures, _cost_lines(usage))
     await acreate_markdown_artifact(key="sweep-leaderboard", markdown=markdown,
-                                    description="ProactBench sweep leaderboard")
+                                    description=f"{suite.display_name} sweep leaderboard")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "sweep.md", markdown.encode())
     return {"leaderboard": board.to_dicts() if board is not None else [], "failures": failures,
-            "succeeded": len(finished)}
+            "succeeded": len(finished), "summary": summary}

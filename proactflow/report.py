@@ -82,15 +82,37 @@ def _trigger_sets_note(evaluations: list[Evaluation]) -> str:
             f"across sets are not comparable.</p><ul>{items}</ul>")
 
 
+def write_suite_page(out: Path, title: str, body: str, board: pl.DataFrame) -> dict[str, Any]:
+    """report.html holding one suite's section (a suite without ProactBench's report)."""
+    out.mkdir(parents=True, exist_ok=True)
+    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>
+<h1>{html.escape(title)}</h1>{body}</body></html>"""
+    write_atomic(out / "report.html", page.encode("utf-8"))
+    return {"leaderboard": board, "coverage": [], "paths": {
+        "report.html": str(out / "report.html")}}
+
+
 def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: int = 0,
-                 evaluations: list[Evaluation] | None = None) -> dict[str, Any]:
-    """Leaderboard, metrics and report.html over `evaluations` (default: every complete
-    evaluation in the store)."""
+                 evaluations: list[Evaluation] | None = None,
+                 published: Path | None = None, other_suites: bool = True,
+                 include_incomplete: bool = False) -> dict[str, Any]:
+    """Leaderboard, metrics and report.html over ProactBench's `evaluations` (default: every
+    complete evaluation in the store), with a section per other suite found in the store (all
+    of its complete evaluations; `published`: a folder of its published results files)."""
+    from .suites.proactiveagent.report import section as proactiveagent_section
+
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
+    out.mkdir(parents=True, exist_ok=True)
+    other = proactiveagent_section(store, out, published_folder=published,
+                                   include_incomplete=include_incomplete) \
+        if other_suites else None
     if not evaluations:
-        raise UserError(f"no complete evaluations in {store.root} for this selection: run "
-                        "'proactflow run' or 'proactflow import' first, or see "
-                        "'proactflow report --help' for the selection options")
+        if other is None:
+            raise UserError(f"no complete evaluations in {store.root} for this selection: run "
+                            "'proactflow run' or 'proactflow import' first, or see "
+                            "'proactflow report --help' for the selection options")
+        return write_suite_page(out, "Proactivity report", other[0], other[1])
     tagged = pl.concat([_tagged(e) for e in evaluations], how="diagonal_relaxed")
     board = build_leaderboard(tagged, samples=samples, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -136,6 +158,7 @@ responses and verdicts, models or judges side by side.</p>
 {agreement_section(agreement, disagreements)}
 <h2 id="failed">Triggers not scored ({failed.height})</h2>
 {f"<div class='wrap'>{table_html(failed)}</div>" if failed.height else "<p>None.</p>"}
+{other[0] if other else ""}
 </body></html>"""
     write_atomic(out / "report.html", page.encode("utf-8"))
     viewer = write_viewer(evaluations, out / "viewer")

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 _BUILT_IN = {
     "proactbench": "proactflow.suites.proactbench.suite:ProactBench",
     "proactiveagent": "proactflow.suites.proactiveagent.suite:ProactiveAgent",
+    "proactiveagent-calibration":
+        "proactflow.suites.proactiveagent.calibration:JudgeCalibration",
 }
 _registered: dict[str, "Suite"] = {}
 _loaded: dict[str, "Suite"] = {}

@@ -106,6 +106,8 @@ class Suite(ABC):
     """The columns that identify a sample in every table (with sample_index where sampled)."""
     stages: ClassVar[StageNames]
     tables: ClassVar[Tables]
+    asks_model: ClassVar[bool] = True
+    """False when the responses come from the data (judge calibration): no model to reach."""
     needs_judge: ClassVar[bool] = True
     """False for a suite scored by a deterministic check: no judge role, no judge call."""
     error_statuses: ClassVar[tuple[str, ...]] = ("error", "generation_error", "judge_error")
@@ -237,6 +239,23 @@ class Suite(ABC):
                       judgments: pl.DataFrame, scores: pl.DataFrame,
                       provenance: dict[str, Any]) -> dict[str, str]:
         """The export files of one run in `out`; returns name -> path."""
+
+    # Several evaluations: sweeps and reports.
+
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        """The leaderboard of these evaluations (judgments artifact keys); with `out`, the
+        report files too. By default the scores table over all of them."""
+        frames = [store.get_by_key(self.stages.judgments, key).frame() for key in judgments_keys]
+        board = self.score(pl.concat(frames, how="diagonal_relaxed"))
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            board.write_csv(out / "leaderboard.csv")
+        return board
+
+    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+        """The sweep summary's table: column names and one row per evaluation."""
+        return list(board.columns), [[_cell(v) for v in row] for row in board.rows()]
 
     def check_settings(self, settings: RunSettings) -> None:
         """One-line UserErrors for settings this suite cannot take (before any call)."""

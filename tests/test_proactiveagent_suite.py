@@ -173,3 +173,57 @@ def test_metrics_csv_equals_a_hand_computation_and_a_rerun_retries_only_failures
     assert run_cli("run", args(fake, store, out, "--min-coverage", "0.9")) == 0
     # Only the event whose replies never parsed is asked again (4 tries); nothing is judged.
     assert dict(fake.calls) == {"agent": 4}
+
+
+def calibration_judge(request: dict) -> Reply:
+    """Accepts a proposal when the last observation mentions an error, accepts a null when it
+    mentions music; never gives a verdict on train timetables (asked again, then none)."""
+    user = json.loads(request["messages"][1]["content"])
+    last = user["Observations (Time Ascending)"][-1]["event"]
+    if "timetables" in last:
+        return Reply(content="Let me think about it.")
+    task = user["Proposed Task"]
+    verdict = ("error" in last) if task is not None else ("music" in last)
+    return Reply(content=json.dumps({"thought": "t",
+                                     "judgement": "accepted" if verdict else "rejected"}))
+
+
+def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_test(tmp_path):
+    rows = [json.loads(line) for line in
+            (DATA / "reward_test.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    with FakeOpenAI({"candidate": calibration_judge}) as fake:
+        argv = ["--corpus", str(DATA / "reward_test.jsonl"), "--judge-model", "openai/candidate",
+                "--judge-api-base", fake.url, "--judge-prompt",
+                str(DATA / "reward_system_prompt.txt"),
+                "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
+                "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out"),
+                "--min-coverage", "0"]
+        assert run_cli("calibrate", argv) == 0
+        fake.reset_counts()
+        assert run_cli("calibrate", argv) == 0
+        # Cached, except the example that never got a verdict (asked again, 4 tries).
+        assert dict(fake.calls) == {"candidate": 4}
+    # The authors' arithmetic, by hand: accepted is the positive class against `valid`; a
+    # missing verdict never agrees and counts as a rejection.
+    verdicts = []
+    for row in rows:
+        last = row["obs"][-1]["event"]
+        verdict = None if "timetables" in last else (
+            ("error" in last) if row["pred_task"] is not None else ("music" in last))
+        verdicts.append((row["category"], row["valid"], verdict))
+    tp = sum(bool(v) and valid for _, valid, v in verdicts)
+    fp = sum(bool(v) and not valid for _, valid, v in verdicts)
+    fn = sum(not v and valid for _, valid, v in verdicts)
+    tn = sum(not v and not valid for _, valid, v in verdicts)
+    table = {row["category"]: row for row in
+             csv.DictReader(open(tmp_path / "out" / "calibration.csv", encoding="utf-8"))}
+    overall = table["ALL"]
+    assert float(overall["accuracy"]) == pytest.approx((tp + tn) / len(rows))
+    assert float(overall["precision"]) == pytest.approx(tp / (tp + fp))
+    assert float(overall["recall"]) == pytest.approx(tp / (tp + fn))
+    assert float(overall["f1"]) == pytest.approx(2 * tp / (2 * tp + fp + fn))
+    assert int(overall["no_verdict"]) == 1
+    for category in {c for c, _, _ in verdicts}:
+        mine = [(valid, v) for c, valid, v in verdicts if c == category]
+        agree = sum(v is not None and v == valid for valid, v in mine) / len(mine)
+        assert float(table[category]["agreement"]) == pytest.approx(agree), category

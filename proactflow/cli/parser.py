@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..settings import DEFAULT_SUITE, PAPER_JUDGE
+from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
 from .options import (EPILOG, Parser, add_role_options, add_selection_options,
                       add_store_option, age, fraction, judge_list, non_negative_float,
                       phases_list, positive_float, positive_int, prompt_file)
@@ -28,16 +29,24 @@ def build_parser() -> argparse.ArgumentParser:
         "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
         "status": "show what the store holds for these settings: calls cached, failed and "
                   "still to make, and each stage's artifact; makes no call",
+        "calibrate": "score a candidate judge against ProactiveBench's human-labelled reward "
+                     "test set (the authors' reward-model table: agreement per category, "
+                     "accuracy, precision, recall, F1), cached like a run",
     }
     for name, summary in specs.items():
         sub = commands.add_parser(name, help=summary, description=summary + ".",
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog=EPILOG)
-        sub.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME",
-                         help="the benchmark: proactbench (default; ProactBench, Boson AI) or "
-                              "proactiveagent (Proactive Agent's ProactiveBench, THUNLP)")
-        add_role_options(sub, "eval", "model under test", required=name != "rejudge",
-                          default_model=None)
+        if name == "calibrate":
+            # The "model under test" is the labelled test set: its proposals are the data.
+            sub.set_defaults(suite=CALIBRATION, eval_model=LABELLED, eval_api_base=None,
+                             eval_api_key_env=None)
+        else:
+            sub.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME",
+                             help="the benchmark: proactbench (default; ProactBench, Boson AI) "
+                                  "or proactiveagent (Proactive Agent's ProactiveBench, THUNLP)")
+            add_role_options(sub, "eval", "model under test", required=name != "rejudge",
+                             default_model=None)
         add_role_options(sub, "judge", "judge", required=False,
                          default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent needs one")
         judge = sub.add_argument_group("judge prompt")
@@ -62,7 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
                             help="proactbench: a local final_dialogues.jsonl (default: "
                                  "bosonai/proactbench from the Hugging Face hub); "
                                  "proactiveagent: a folder holding splits.json and the trace "
-                                 "files (default: the pinned upstream commit)")
+                                 "files (default: the pinned upstream commit)"
+                            if name != "calibrate" else
+                            "a reward test file in the benchmark's JSON-lines shape (default: "
+                            "dataset/reward_data/test_data.jsonl at the pinned upstream commit)")
         corpus.add_argument("--revision", metavar="REV",
                             help="hub revision (commit sha, tag, branch) to pin; the commit "
                                  "actually used is recorded either way")
@@ -158,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--bootstrap", type=positive_int, default=1000, metavar="N",
                         help="bootstrap resamples (default: 1000)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    report.add_argument("--published", metavar="DIR",
+                        help="ProactiveBench: a folder of the authors' per-model results files "
+                             "(<model>.csv) to show beside measured rows (default: those of the "
+                             "pinned upstream commit, downloaded once and cached)")
     add_selection_options(report)
     report.set_defaults(handler=report_command)
 

@@ -81,7 +81,7 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     source = suite.locate(settings, store)
     generation_prompts = suite.generation_prompts(settings, store)
     judge_prompts = suite.judge_prompts(settings, store)
-    if args.command == "run":
+    if args.command == "run" and suite.asks_model:
         check_access(settings.model_under_test, "model under test")
     if args.command != "status" and settings.judge is not None:
         check_access(settings.judge, "judge")
@@ -181,7 +181,7 @@ def run_command(args: argparse.Namespace) -> int:
     gc.freeze()
     for thread in starting:
         thread.join()  # the flow's client must find the server up, not half started
-    result = run_flow(args.command, settings)
+    result = run_flow("rejudge" if args.command == "rejudge" else "run", settings)
     print_scores(settings, result["scores"], result["complete"])
     print_usage(result["usage"])
     for path in result["outputs"].values():

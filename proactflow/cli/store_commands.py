@@ -35,7 +35,9 @@ def report_command(args: argparse.Namespace) -> int:
 
     store = ArtifactStore(args.store or default_store())
     done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
-                        evaluations=selected_evaluations(args, store))
+                        evaluations=selected_evaluations(args, store),
+                        published=Path(args.published) if args.published else None,
+                        include_incomplete=args.include_incomplete)
     for line in done["coverage"]:
         print(line)
     for path in done["paths"].values():

@@ -42,6 +42,9 @@ def sweep_command(args: argparse.Namespace) -> int:
         quiet_temporary_server()
         result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
     failures = skipped + result["failures"]
+    if not any("phase" in row for row in result["leaderboard"]):  # a suite without phases
+        for line in result.get("summary", []):
+            print(f"ok      {line}")
     for row in result["leaderboard"]:
         if row.get("phase") == "OVERALL":
             score = "-" if row["weighted_score"] is None else f"{100 * row['weighted_score']:.1f}"

@@ -21,6 +21,7 @@ from ...sources import (CorpusFile, fetch_upstream_judge_prompt, locate_corpus,
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from . import judgments, phase_scores, responses, triggers
 from .exports import write_outputs
+from .leaderboard import build_leaderboard, with_rank_ranges
 from .tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
 
 JUDGE_PROMPT = "judge"
@@ -139,6 +140,35 @@ class ProactBench(Suite):
                       judgments_frame: pl.DataFrame, scores: pl.DataFrame,
                       provenance: dict[str, Any]) -> dict[str, str]:
         return write_outputs(out, samples, responses_frame, judgments_frame, scores, provenance)
+
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        from ...evaluations import evaluation_of
+        from ...report import write_report
+
+        evaluations = []
+        for key in judgments_keys:
+            found = evaluation_of(store, store.path_for(judgments.STAGE, key))
+            if found is None:  # the flow just wrote it: its inputs are there
+                raise RuntimeError(f"judgments {key} of this sweep lost its inputs")
+            evaluations.append(found)
+        if out is not None:
+            # The report covers only these runs: the store may hold older ones.
+            return write_report(store, out, seed=seed, evaluations=evaluations,
+                                other_suites=False)["leaderboard"]
+        return build_leaderboard(pl.concat([e.judgments for e in evaluations]), seed=seed)
+
+    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+        columns = ["rank", "model", "judge", "weighted score", "95 % CI", "pass rate",
+                   "evaluated", "not evaluated"]
+        rows = []
+        for row in with_rank_ranges(board).filter(pl.col("phase") == "OVERALL").to_dicts():
+            rows.append([row["rank"], row["model"], row["judge"],
+                         percent(row["weighted_score"]),
+                         f"{percent(row['ci_low'])}–{percent(row['ci_high'])}",
+                         percent(row["pass_rate"]), str(row["evaluated"]),
+                         str(row["not_evaluated"])])
+        return columns, rows
 
     def check_settings(self, settings: RunSettings) -> None:
         if settings.judge is None:

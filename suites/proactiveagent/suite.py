@@ -255,6 +255,30 @@ class ProactiveAgent(Suite):
                 ("false alarm %", rate("false_alarm")), ("F1 %", rate("f1")),
                 ("F1 95 % CI", lambda r: f"{percent(r['f1_ci_low'])}-{percent(r['f1_ci_high'])}")]
 
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        from ...report import write_suite_page
+        from .report import leaderboard, section
+
+        if out is None:
+            return leaderboard(store, judgments_keys)
+        out.mkdir(parents=True, exist_ok=True)
+        found = section(store, out, keys=judgments_keys)
+        assert found is not None, "a sweep that finished has evaluations"
+        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
+
+    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+        """One row per evaluation, on its largest split (upstream's real_average holds every
+        trace)."""
+        widest = board.sort("events", descending=True).unique("evaluation", keep="first")
+        rows = [[row["model"], row["judge"], row["split"], percent(row["f1"]),
+                 f"{percent(row['f1_ci_low'])}–{percent(row['f1_ci_high'])}",
+                 percent(row["precision"]), percent(row["recall"]), str(row["scored"]),
+                 str(row["events"])]
+                for row in widest.sort("f1", descending=True).iter_rows(named=True)]
+        return ["model", "judge", "split", "F1", "95 % CI", "precision", "recall", "scored",
+                "events"], rows
+
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,
                       provenance: dict[str, Any]) -> dict[str, str]:

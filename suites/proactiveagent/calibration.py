@@ -1,0 +1,226 @@
+"""Judge calibration on ProactiveBench's human-labelled reward test set, as a suite of its own.
+
+Its samples are the labelled examples (observations so far and a proposed task, or none); the
+"model under test" is the test set itself: each proposal is read from the data, no call is made;
+the candidate judge accepts or rejects each proposal exactly as in a ProactiveBench run (same
+prompts, same message, same parser); the scores are the authors' reward-model table: agreement
+with the human label per category and overall, accuracy, precision, recall and F1 of
+"accepted". Being a suite, it is cached like everything else: a second judge costs only its own
+calls, and the same judge again costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+import pyarrow as pa
+from pydantic import BaseModel, Field
+
+from ...cache.artifacts import ArtifactStore, write_atomic
+from ...cache.keys import text_sha256
+from ...chat import ChatOutcome, ChatRequest
+from ...errors import UserError
+from ...schemas.arrow import arrow_schema, frame_of, to_frame
+from ...settings import ModelRole, RunSettings
+from ..base import DataSource, Prompts, StageNames, Step, Tables, percent
+from . import upstream
+from .calibration_names import CALIBRATION, LABELLED
+from .data import RewardTestRow, read_reward_test_set
+from .metrics import CATEGORIES, CalibrationRow, calibration
+from .suite import JUDGE_SYSTEM, ProactiveAgent
+
+ALL = "ALL"
+
+
+class Example(BaseModel):
+    """One labelled example of the reward test set."""
+
+    index: int = Field(description="0-based line of the example in the file.")
+    observations_json: str = Field(description="`obs` as the file holds it, as JSON text.")
+    pred_task: str | None = Field(description="The proposed task; None for none.")
+    valid: bool = Field(description="The human label: the proposal (or its absence) is right.")
+    annotation: list[bool] = Field(description="Each annotator's verdict.")
+    help_needed: bool = Field(description="Whether the user needed help.")
+    category: str = Field(description="Missed-Need, Correct-Rejection, Correct-Detection or "
+                                      "False-Alarm, as the file spells it.")
+
+
+class Proposal(BaseModel):
+    """The proposal of one example, read from the data (no call)."""
+
+    index: int = Field(description="The example.")
+    sample_index: int = Field(description="Always 0: the data has one proposal.")
+    model: str = Field(description=f"'{LABELLED}'.")
+    status: str = Field(description="ok.")
+    message: str | None = Field(description="Unused (None).")
+    proposed_task: str | None = Field(description="The proposal judged.")
+    prompt_tokens: int | None = Field(description="None: no call.")
+    completion_tokens: int | None = Field(description="None: no call.")
+
+
+class CalibrationVerdict(BaseModel):
+    """The candidate judge's verdict on one example, beside the human label."""
+
+    index: int = Field(description="The example.")
+    sample_index: int = Field(description="Always 0.")
+    model: str = Field(description=f"'{LABELLED}'.")
+    judge: str = Field(description="The candidate judge.")
+    category: str = Field(description="The example's category.")
+    valid: bool = Field(description="The human label.")
+    status: str = Field(description="scored, or judge_error (no verdict after the tries).")
+    accepted: bool | None = Field(description="The judge accepted (None: no verdict).")
+    thought: str | None = Field(description="The judge's stated reasoning.")
+    message: str | None = Field(description="Why there is no verdict.")
+    prompt_tokens: int | None = Field(description="Judge prompt tokens.")
+    completion_tokens: int | None = Field(description="Judge completion tokens.")
+    latency_s: float | None = Field(description="Wall time of the judge call.")
+    attempts: int = Field(description="Judge calls made, retries included.")
+    judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
+    request_key: str | None = Field(description="Key of the judge call in the per-call cache.")
+
+
+class CalibrationScore(BaseModel):
+    """The authors' reward-model table for one judge: one row per category and ALL."""
+
+    judge: str = Field(description="The candidate judge.")
+    judge_prompt_sha256: str = Field(description="sha256 of its system prompt.")
+    category: str = Field(description="A category of the test set, or ALL.")
+    examples: int = Field(description="Examples in the category.")
+    agreement: float | None = Field(description="Share whose verdict equals the human label "
+                                                "(a missing verdict never agrees).")
+    accuracy: float | None = Field(description="ALL only: (TP + TN) / examples.")
+    precision: float | None = Field(description="ALL only: TP / (TP + FP), accepted positive.")
+    recall: float | None = Field(description="ALL only: TP / (TP + FN).")
+    f1: float | None = Field(description="ALL only: 2TP / (2TP + FP + FN).")
+    no_verdict: int = Field(description="Examples without a verdict (counted as rejections).")
+
+
+class JudgeCalibration(ProactiveAgent):
+    name = CALIBRATION
+    asks_model = False
+    display_name = "ProactiveBench judge calibration"
+    title = ("ProactiveBench judge calibration: a candidate judge against the human-labelled "
+             "reward test set (the authors' reward-model table)")
+    group_column = "category"
+    sample_noun = "examples"
+    sample_key = ("index",)
+    stages = StageNames(samples="calibration_examples", responses="calibration_proposals",
+                        judgments="calibration_verdicts", scores="calibration_scores")
+    tables = Tables(samples=Example, responses=Proposal, judgments=CalibrationVerdict,
+                    scores=CalibrationScore)
+    error_statuses = ("judge_error",)
+    main_output = "calibration.csv"
+
+    def locate(self, settings: RunSettings, store: ArtifactStore) -> DataSource:
+        path = settings.corpus.path
+        if path:
+            rows = read_reward_test_set(path)
+            digest = text_sha256(json.dumps([row.model_dump() for row in rows]))
+            return DataSource(f"sha256:{digest}", path, rows)
+        return DataSource(upstream.UPSTREAM_COMMIT, f"{upstream.UPSTREAM_REPO}@"
+                          f"{upstream.UPSTREAM_COMMIT[:12]}:{upstream.REWARD_TEST_PATH}",
+                          upstream.load_upstream_reward_test_set(store.root))
+
+    def samples_key_settings(self, settings: RunSettings, source: DataSource) -> dict[str, Any]:
+        return {"suite": self.name, "corpus_revision": source.revision,
+                "limit": settings.corpus.limit}
+
+    def build_samples(self, settings: RunSettings, source: DataSource) -> pl.DataFrame:
+        rows: list[RewardTestRow] = source.location
+        if settings.corpus.limit:
+            rows = rows[:settings.corpus.limit]
+        return to_frame([Example(**{**row.model_dump(), "annotation": list(row.annotation)})
+                         for row in rows], Example)
+
+    def check_settings(self, settings: RunSettings) -> None:
+        if settings.judge is None:
+            raise UserError("calibration needs the candidate judge: --judge-model")
+
+    def plan_summary(self, samples: pl.DataFrame) -> str:
+        return f"{samples.height} labelled examples"
+
+    def generation_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
+        return Prompts()
+
+    def episodes(self, samples: pl.DataFrame) -> list[list[int]]:
+        return [[index] for index in range(samples.height)]
+
+    def generation_request(self, sample: dict[str, Any], earlier: list[Step],
+                           role: ModelRole, prompts: Prompts, sample_index: int
+                           ) -> ChatRequest | None:
+        return None  # the proposal is in the data
+
+    def reply_parser(self) -> Callable[[str], Any] | None:
+        return None
+
+    def response_row(self, sample: dict[str, Any], outcome: ChatOutcome | None,
+                     role: ModelRole, sample_index: int) -> Proposal:
+        return Proposal(index=sample["index"], sample_index=sample_index, model=LABELLED,
+                        status="ok", message=None, proposed_task=sample["pred_task"],
+                        prompt_tokens=None, completion_tokens=None)
+
+    def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
+                     outcome: ChatOutcome | None, role: ModelRole | None,
+                     prompts: Prompts) -> CalibrationVerdict:
+        assert outcome is not None and role is not None, "every proposal is judged"
+        accepted, thought = outcome.parsed if outcome.ok else (None, None)
+        return CalibrationVerdict(
+            index=sample["index"], sample_index=response["sample_index"], model=LABELLED,
+            judge=role.model, category=sample["category"], valid=sample["valid"],
+            status="scored" if outcome.ok else "judge_error", accepted=accepted,
+            thought=thought, message=outcome.error, prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
+            attempts=outcome.attempts, judge_prompt_sha256=prompts[JUDGE_SYSTEM].sha256,
+            request_key=outcome.request_key)
+
+    def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        rows = []
+        for (judge, prompt), group in judgments.group_by("judge", "judge_prompt_sha256",
+                                                         maintain_order=True):
+            examples = [CalibrationRow(row["category"], row["valid"], row["accepted"])
+                        for row in group.iter_rows(named=True)]
+            table = calibration(examples)
+            for category in (*CATEGORIES, ALL):
+                part = [e for e in examples if category in (ALL, e.category)]
+                overall = category == ALL
+                rows.append(CalibrationScore(
+                    judge=judge, judge_prompt_sha256=prompt, category=category,
+                    examples=len(part),
+                    agreement=table["agreement"] if overall else table[category],
+                    accuracy=table["accuracy"] if overall else None,
+                    precision=table["precision"] if overall else None,
+                    recall=table["recall"] if overall else None,
+                    f1=table["f1"] if overall else None,
+                    no_verdict=sum(e.judge_accepted is None for e in part)).model_dump())
+        return frame_of(pa.Table.from_pylist(rows, schema=arrow_schema(CalibrationScore)))
+
+    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
+        status = judgments["status"]
+        return int((status == "scored").sum()), judgments.height, {
+            "judge": int((status == "judge_error").sum())}
+
+    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        def rate(name: str) -> Callable[[dict[str, Any]], str]:
+            return lambda row: percent(row[name])
+
+        return [("category", lambda row: row["category"]),
+                ("examples", lambda row: str(row["examples"])),
+                ("agreement %", rate("agreement")), ("accuracy %", rate("accuracy")),
+                ("precision %", rate("precision")), ("recall %", rate("recall")),
+                ("F1 %", rate("f1")), ("no verdict", lambda row: str(row["no_verdict"]))]
+
+    def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
+                      judgments: pl.DataFrame, scores: pl.DataFrame,
+                      provenance: dict[str, Any]) -> dict[str, str]:
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"verdicts.csv": out / "verdicts.csv", "calibration.json": out /
+                 "calibration.json", "calibration.csv": out / "calibration.csv"}
+        write_atomic(paths["verdicts.csv"], judgments.drop("thought").write_csv().encode())
+        write_atomic(paths["calibration.json"], (json.dumps(
+            {"scores": scores.to_dicts(), "proactflow": provenance}, indent=2,
+            ensure_ascii=False) + "\n").encode())
+        write_atomic(paths["calibration.csv"], scores.write_csv().encode())
+        return {name: str(path) for name, path in paths.items()}
