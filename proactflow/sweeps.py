@@ -7,6 +7,8 @@ out = "results/nightly"               # leaderboard.csv and per-model exports go
 corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
 revision = "<commit sha>"             # optional hub revision of the corpus
 limit = 20                            # optional
+# [prompts]                           # optional: a suite's prompts from your own files
+# agent_instruction = "step.txt"
 concurrency = 16                      # optional, per role
 
 [[judges]]
@@ -101,6 +103,11 @@ class SweepConfig(BaseModel):
     revision: str | None = Field(default=None, description="Hub revision to pin.")
     limit: int | None = Field(default=None, ge=1, description="Only the first N dialogues.")
     judge_prompt: str | None = Field(default=None, description="Judge prompt file.")
+    prompts: dict[str, str] = Field(
+        default_factory=dict, description="The suite's prompts from files of yours, by name "
+                                          "(as --prompt NAME=FILE; proactiveagent: "
+                                          "agent_system, agent_instruction, judge, "
+                                          "judge_instruction).")
     concurrency: int = Field(default=16, ge=1, description="Calls in flight per role.")
     samples: int = Field(default=1, ge=1, le=100, description="Responses drawn per trigger.")
     min_coverage: float | None = Field(
@@ -115,7 +122,8 @@ class SweepConfig(BaseModel):
             suite=self.suite, model_under_test=model.role("model_under_test", self.suite),
             judge=judge.role("judge", self.suite),
             corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
-            judge_prompt_file=self.judge_prompt, store=store, samples=self.samples,
+            judge_prompt_file=self.judge_prompt, prompt_files=self.prompts, store=store,
+            samples=self.samples,
             min_coverage=self.min_coverage,
             out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
             else None,

@@ -224,8 +224,7 @@ class Suite(ABC):
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         """(header, cell) of each column of the scores table printed after a run."""
-        first = self.tables.scores.model_fields
-        return [(name, lambda row, name=name: _cell(row.get(name))) for name in first]
+        return [(name, _column(name)) for name in self.tables.scores.model_fields]
 
     def summary_rows(self, scores: pl.DataFrame) -> list[dict[str, Any]]:
         """The rows shown on the console and as the run's table artifact in the Prefect UI."""
@@ -259,6 +258,10 @@ class Suite(ABC):
 
     def check_settings(self, settings: RunSettings) -> None:
         """One-line UserErrors for settings this suite cannot take (before any call)."""
+
+
+def _column(name: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: _cell(row.get(name))
 
 
 def _cell(value: Any) -> str:

@@ -227,3 +227,44 @@ def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_t
         mine = [(valid, v) for c, valid, v in verdicts if c == category]
         agree = sum(v is not None and v == valid for valid, v in mine) / len(mine)
         assert float(table[category]["agreement"]) == pytest.approx(agree), category
+
+
+def test_a_sweep_file_names_its_suite_and_gets_that_suites_leaderboard_and_report(tmp_path):
+    from proactflow.cli import main
+
+    with FakeOpenAI({"agent": agent, "other": agent, "reward": reward_model}) as fake:
+        config = tmp_path / "sweep.toml"
+        config.write_text(f"""
+suite = "proactiveagent"
+store = "{tmp_path / 'store'}"
+out = "{tmp_path / 'out'}"
+corpus = "{DATA}"
+min_coverage = 0.5
+
+[prompts]
+agent_system = "{DATA / 'agent_system_prompt.txt'}"
+agent_instruction = "{DATA / 'agent_step_instruction.txt'}"
+judge = "{DATA / 'reward_system_prompt.txt'}"
+judge_instruction = "{DATA / 'reward_instruction.txt'}"
+
+[[judges]]
+model = "openai/reward"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/agent"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/other"
+api_base = "{fake.url}"
+""", encoding="utf-8")
+        assert main(["sweep", "--config", str(config)]) == 0
+    board = list(csv.DictReader(open(tmp_path / "out" / "leaderboard.csv", encoding="utf-8")))
+    assert {(row["model"], row["split"]) for row in board} == {
+        (model, split) for model in ("openai/agent", "openai/other")
+        for split in ("demo_all", "demo_coding", "demo_writing")}
+    summary = (tmp_path / "out" / "sweep.md").read_text(encoding="utf-8")
+    assert summary.startswith("# ProactiveBench sweep") and "openai/other" in summary
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "ProactiveBench (Proactive Agent, THUNLP)" in page and "F1 per split" in page

@@ -109,9 +109,14 @@ def _readme_run_examples() -> list[list[str]]:
     return commands
 
 
-def test_every_readme_example_builds_its_parameters():
+def test_every_readme_example_builds_its_parameters(tmp_path, monkeypatch):
     examples = _readme_run_examples()
     assert len(examples) >= 4
+    monkeypatch.chdir(tmp_path)  # the prompt files the examples name, as a user would have
+    for words in examples:
+        for word in words:
+            if word.endswith(".txt"):
+                (tmp_path / word.rpartition("=")[2]).write_text("a prompt", encoding="utf-8")
     for words in examples:
         args = build_parser().parse_args(words)
         if args.command == "rejudge" and not args.eval_model:

@@ -25,12 +25,14 @@ from ...chat import ChatOutcome, ChatRequest
 from ...errors import UserError
 from ...schemas.arrow import arrow_schema, frame_of, to_frame
 from ...settings import ModelRole, RunSettings
-from ..base import DataSource, Prompts, StageNames, Step, Tables, percent
+from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from . import upstream
 from .calibration_names import CALIBRATION, LABELLED
 from .data import RewardTestRow, read_reward_test_set
 from .metrics import CATEGORIES, CalibrationRow, calibration
 from .suite import JUDGE_SYSTEM, ProactiveAgent
+
+_RUN = ProactiveAgent()
 
 ALL = "ALL"
 
@@ -98,7 +100,10 @@ class CalibrationScore(BaseModel):
     no_verdict: int = Field(description="Examples without a verdict (counted as rejections).")
 
 
-class JudgeCalibration(ProactiveAgent):
+class JudgeCalibration(Suite):
+    """The judge is prompted, called and read exactly as in a ProactiveBench run: those steps are
+    the ProactiveAgent suite's own."""
+
     name = CALIBRATION
     asks_model = False
     display_name = "ProactiveBench judge calibration"
@@ -142,25 +147,30 @@ class JudgeCalibration(ProactiveAgent):
     def plan_summary(self, samples: pl.DataFrame) -> str:
         return f"{samples.height} labelled examples"
 
-    def generation_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
-        return Prompts()
-
-    def episodes(self, samples: pl.DataFrame) -> list[list[int]]:
-        return [[index] for index in range(samples.height)]
+    def generation_defaults(self, role: str, reasoning: bool) -> dict[str, Any]:
+        return _RUN.generation_defaults(role, reasoning)
 
     def generation_request(self, sample: dict[str, Any], earlier: list[Step],
                            role: ModelRole, prompts: Prompts, sample_index: int
                            ) -> ChatRequest | None:
         return None  # the proposal is in the data
 
-    def reply_parser(self) -> Callable[[str], Any] | None:
-        return None
-
     def response_row(self, sample: dict[str, Any], outcome: ChatOutcome | None,
                      role: ModelRole, sample_index: int) -> Proposal:
         return Proposal(index=sample["index"], sample_index=sample_index, model=LABELLED,
                         status="ok", message=None, proposed_task=sample["pred_task"],
                         prompt_tokens=None, completion_tokens=None)
+
+    def judge_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
+        return _RUN.judge_prompts(settings, store)
+
+    def judgment_request(self, sample: dict[str, Any], response: dict[str, Any],
+                         role: ModelRole | None, prompts: Prompts, settings: RunSettings
+                         ) -> ChatRequest | None:
+        return _RUN.judgment_request(sample, response, role, prompts, settings)
+
+    def accept_judge_reply(self, text: str) -> tuple[bool, str | None]:
+        return _RUN.accept_judge_reply(text)
 
     def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
                      outcome: ChatOutcome | None, role: ModelRole | None,

@@ -29,12 +29,15 @@ from . import protocol, upstream
 from .data import TraceEvent, read_local_corpus
 from .outputs import write_outputs
 from .scoring import score_splits
-from .tables import AgentResponseRow, EventRow, SplitScoreRow, VerdictRow
+from .tables import (AgentResponseRow, AgentStatus, EventRow, SplitScoreRow, VerdictRow,
+                     VerdictStatus)
 
 AGENT_SYSTEM, AGENT_INSTRUCTION = "agent_system", "agent_instruction"
 JUDGE_SYSTEM, JUDGE_INSTRUCTION = "judge", "judge_instruction"
-_NON_ANSWERS = {"empty": "empty_response", "truncated": "truncated_response",
-                "blocked": "blocked_response"}
+_CARRIED: dict[str, VerdictStatus] = {
+    "invalid_reply": "invalid_reply", "empty": "empty_response",
+    "truncated": "truncated_response", "blocked": "blocked_response"}
+"""Response status of a reply that is not judged -> the verdict status it carries."""
 
 
 def _prompt(text: upstream.PromptText) -> Prompt:
@@ -78,7 +81,8 @@ class ProactiveAgent(Suite):
         events: list[TraceEvent] = source.location[0]
         traces = sorted({event.trace for event in events})
         kept = set(traces[:settings.corpus.limit] if settings.corpus.limit else traces)
-        rows, seen = [], {}  # trace -> observations so far
+        rows: list[EventRow] = []
+        seen: dict[str, list[dict[str, Any]]] = {}  # trace -> observations so far
         for event in sorted(events, key=lambda e: (e.trace, e.index)):
             if event.trace not in kept:
                 continue
@@ -161,7 +165,7 @@ class ProactiveAgent(Suite):
     def response_row(self, sample: dict[str, Any], outcome: ChatOutcome | None,
                      role: ModelRole, sample_index: int) -> AgentResponseRow:
         assert outcome is not None, "every event is asked"
-        status: str = outcome.status
+        status: AgentStatus = outcome.status
         reply: protocol.AgentReply | None = outcome.parsed if outcome.ok else None
         if outcome.ok and reply is None:  # a stand-in or a cached reply read again
             try:
@@ -217,8 +221,7 @@ class ProactiveAgent(Suite):
             proposed=None, accepted=None, thought=None, prompt_tokens=None,
             completion_tokens=None, latency_s=None, attempts=0, request_key=None)
         if outcome is None:
-            status = {"invalid_reply": "invalid_reply", **_NON_ANSWERS}.get(
-                response["status"], "generation_error")
+            status: VerdictStatus = _CARRIED.get(response["status"], "generation_error")
             return VerdictRow(**common, status=status, message=response["message"])
         common.update(prompt_tokens=outcome.prompt_tokens,
                       completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
@@ -263,8 +266,9 @@ class ProactiveAgent(Suite):
         if out is None:
             return leaderboard(store, judgments_keys)
         out.mkdir(parents=True, exist_ok=True)
-        found = section(store, out, keys=judgments_keys)
+        found = section(store, out, keys=judgments_keys, include_incomplete=True)
         assert found is not None, "a sweep that finished has evaluations"
+        found[1].write_csv(out / "leaderboard.csv")
         return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
