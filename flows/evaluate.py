@@ -50,7 +50,7 @@ async def responses_task(settings: RunSettings, triggers: Artifact,
         return await materialize_responses(settings, store, calls, triggers, get_run_logger(),
                                            stream)
     finally:
-        calls.close()
+        await calls.close()
 
 
 @task(name="judgments", cache_policy=NO_CACHE, persist_result=False)
@@ -63,7 +63,7 @@ async def judgments_task(settings: RunSettings, triggers: Artifact,
         artifact, report = await materialize_judgments(settings, store, calls, triggers,
                                                        responses, prompt, get_run_logger())
     finally:
-        calls.close()
+        await calls.close()
     return artifact, report, prompt.sha256
 
 

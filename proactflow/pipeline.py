@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from .cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
-from .cache.calls import CallCache
+from .cache.calls import CallStore, open_call_store
 from .errors import UserError
 from .endpoints import endpoint_fingerprint
 from .chat import api_key_for
@@ -65,8 +65,8 @@ def open_store(settings: RunSettings) -> ArtifactStore:
     return ArtifactStore(settings.store)
 
 
-def open_call_cache(store: ArtifactStore) -> CallCache:
-    return CallCache(store.root / "calls")
+def open_call_cache(store: ArtifactStore) -> CallStore:
+    return open_call_store(store.root / "calls")
 
 
 def load_judge_prompt(settings: RunSettings, store: ArtifactStore) -> JudgePrompt:
@@ -145,7 +145,7 @@ class Progress:
             self._last_time, self._last_done = now, self.done
 
 
-def _client(role: ModelRole, calls: CallCache, settings: RunSettings, stage: str
+def _client(role: ModelRole, calls: CallStore, settings: RunSettings, stage: str
             ) -> ChatClient:
     """A client for one role, paced by --rpm/--tpm across every run sharing the store."""
     runtime = settings.runtime
@@ -160,7 +160,7 @@ def _client(role: ModelRole, calls: CallCache, settings: RunSettings, stage: str
         refresh=settings.refreshes(stage))
 
 
-async def materialize_responses(settings: RunSettings, store: ArtifactStore, calls: CallCache,
+async def materialize_responses(settings: RunSettings, store: ArtifactStore, calls: CallStore,
                                 triggers_artifact: Artifact,
                                 logger: logging.Logger | logging.LoggerAdapter,
                                 stream: RowStream | None = None
@@ -263,7 +263,7 @@ def stored_responses(settings: RunSettings, store: ArtifactStore,
     return found
 
 
-async def materialize_judgments(settings: RunSettings, store: ArtifactStore, calls: CallCache,
+async def materialize_judgments(settings: RunSettings, store: ArtifactStore, calls: CallStore,
                                 triggers_artifact: Artifact, responses_in: Artifact | RowStream,
                                 prompt: JudgePrompt,
                                 logger: logging.Logger | logging.LoggerAdapter

@@ -6,15 +6,19 @@ exactly; judge calls are known for cached responses and counted as 'to make' for
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import polars as pl
 
-from .cache.artifacts import Artifact
-from .cache.calls import CallCache
+from .cache.artifacts import Artifact, ArtifactStore
+from .cache.calls import open_call_store
 from .errors import UserError
 from .endpoints import endpoint_url, get_request
 from .effective import wire_params
@@ -24,6 +28,8 @@ from .settings import ModelRole, RunSettings
 from .sources import JudgePrompt
 from .stages.judgments import judge_request
 from .stages.responses import planned_requests
+
+T = TypeVar("T")
 
 
 def check_access(role: ModelRole, label: str) -> None:
@@ -133,44 +139,78 @@ class Plan:
         return out
 
 
-def make_plan(settings: RunSettings, triggers: Artifact, calls: CallCache,
+CallLookup = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
+"""The records the per-call cache holds for any of these keys."""
+_BATCH = 500  # requests looked up at once: one round trip each to a database
+
+
+@contextlib.contextmanager
+def lookup_calls(store: ArtifactStore) -> Iterator[CallLookup]:
+    """Batched reads of the per-call cache for this synchronous code, on an event loop of its
+    own (there is none running before a flow starts)."""
+    calls = open_call_store(store.root / "calls")
+    loop = asyncio.new_event_loop()
+    try:
+        yield lambda keys: loop.run_until_complete(calls.get_many(keys))
+    finally:
+        try:
+            loop.run_until_complete(calls.close())
+        finally:
+            loop.close()
+
+
+def _batches(items: Iterable[T]) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, _BATCH)):
+        yield batch
+
+
+def make_plan(settings: RunSettings, triggers: Artifact, lookup: CallLookup,
               prompt: JudgePrompt, responses: pl.DataFrame | None = None) -> Plan:
     """Count calls to make and estimate their prompt tokens. With `responses` (rejudge), judge
     exactly those that are ok. A response not generated yet is estimated by the curation-time
-    response of the same turn."""
+    response of the same turn. Requests are looked up in batches, not one round trip each."""
     frame = triggers.frame()
     generation_total = generation_cached = judge_total = judge_cached = 0
     generation_tokens = judge_tokens = 0
 
-    def count_judge(trigger, response: str, sample_index: int) -> None:
+    def count_judged(wanted: list[tuple[dict[str, Any], str, int]]) -> None:
         nonlocal judge_total, judge_cached, judge_tokens
-        judge_total += 1
-        judged = judge_request(trigger, response, settings.judge, prompt,
-                               settings.judge_response_format, sample_index)
-        if judged.key in calls:
-            judge_cached += 1
-        else:
-            judge_tokens += judged.estimated_prompt_tokens
+        judged = [judge_request(trigger, response, settings.judge, prompt,
+                                settings.judge_response_format, sample_index)
+                  for trigger, response, sample_index in wanted]
+        found = lookup([request.key for request in judged])
+        for request in judged:
+            judge_total += 1
+            if request.key in found:
+                judge_cached += 1
+            else:
+                judge_tokens += request.estimated_prompt_tokens
 
     if responses is None:
-        for trigger, sample_index, request in planned_requests(frame, settings.model_under_test,
-                                                               settings.samples):
-            generation_total += 1
-            hit = calls.get(request.key)
-            if hit is None:
-                generation_tokens += request.estimated_prompt_tokens
-                judge_total += 1
-                judge_tokens += judge_request(
-                    trigger, trigger["curation_response"] or "", settings.judge, prompt,
-                    settings.judge_response_format, sample_index).estimated_prompt_tokens
-                continue
-            generation_cached += 1
-            count_judge(trigger, hit["content"], sample_index)
+        for batch in _batches(planned_requests(frame, settings.model_under_test,
+                                               settings.samples)):
+            hits = lookup([request.key for _, _, request in batch])
+            wanted = []
+            for trigger, sample_index, request in batch:
+                generation_total += 1
+                hit = hits.get(request.key)
+                if hit is None:
+                    generation_tokens += request.estimated_prompt_tokens
+                    judge_total += 1
+                    judge_tokens += judge_request(
+                        trigger, trigger["curation_response"] or "", settings.judge, prompt,
+                        settings.judge_response_format, sample_index).estimated_prompt_tokens
+                    continue
+                generation_cached += 1
+                wanted.append((trigger, hit["content"], sample_index))
+            count_judged(wanted)
     else:
         by_trigger = {(t["unique_id_eval"], t["turn"]): t for t in frame.iter_rows(named=True)}
-        for response in responses.filter(pl.col("status") == "ok").iter_rows(named=True):
-            count_judge(by_trigger[(response["unique_id_eval"], response["turn"])],
-                        response["response"], response["sample_index"])
+        ok = responses.filter(pl.col("status") == "ok").iter_rows(named=True)
+        for batch in _batches(ok):
+            count_judged([(by_trigger[(r["unique_id_eval"], r["turn"])], r["response"],
+                           r["sample_index"]) for r in batch])
     return Plan(dialogues=frame["unique_id_eval"].n_unique(), triggers=frame.height,
                 unevaluable=frame.filter(~pl.col("evaluable")).height,
                 generation_calls=generation_total, generation_cached=generation_cached,

@@ -14,11 +14,35 @@ import asyncio
 import time
 from collections import deque
 from pathlib import Path
+from typing import Protocol
 
 import diskcache
 
 
+class Pacer(Protocol):
+    name: str
+    per_minute: float
+
+    async def acquire(self, cost: float = 1.0) -> float:
+        """Wait for a slot of `cost` units; returns the slot's start (epoch seconds)."""
+        ...
+
+    async def defer(self, seconds: float) -> None:
+        """Push the next slot at least `seconds` into the future for every process sharing this
+        budget (a provider's Retry-After)."""
+        ...
+
+    async def settle(self, extra_cost: float) -> None:
+        """Correct a booking once the real cost is known (negative gives time back)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 class SharedPacer:
+    """A pacer in a local SQLite database (diskcache), shared by the processes of one host.
+    Its operations are local transactions well under a millisecond: run in place."""
+
     def __init__(self, directory: Path | str, name: str, per_minute: float):
         self._db = diskcache.Cache(str(directory), eviction_policy="none")
         self.name = name
@@ -26,7 +50,6 @@ class SharedPacer:
         self._seconds_per_unit = 60.0 / per_minute
 
     async def acquire(self, cost: float = 1.0) -> float:
-        """Wait for a slot of `cost` units; returns the slot's start (epoch seconds)."""
         with self._db.transact():
             now = time.time()
             start = max(now, self._db.get(self.name, 0.0))
@@ -35,22 +58,19 @@ class SharedPacer:
             await asyncio.sleep(start - now)
         return start
 
-    def defer(self, seconds: float) -> None:
-        """Push the next slot at least `seconds` into the future for every process sharing this
-        budget (a provider's Retry-After)."""
+    async def defer(self, seconds: float) -> None:
         with self._db.transact():
             booked = self._db.get(self.name, 0.0)
             self._db.set(self.name, max(booked, time.time() + seconds))
 
-    def settle(self, extra_cost: float) -> None:
-        """Correct a booking once the real cost is known (negative gives time back)."""
+    async def settle(self, extra_cost: float) -> None:
         if not extra_cost:
             return
         with self._db.transact():
             booked = self._db.get(self.name, 0.0)
             self._db.set(self.name, max(time.time(), booked + extra_cost * self._seconds_per_unit))
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._db.close()
 
 

@@ -38,8 +38,8 @@ def rejudge_all(args: argparse.Namespace) -> int:
     """Re-judge the stored responses of every selected evaluation with each judge, after
     printing the plan; then compare the judges."""
     from ..cache.artifacts import ArtifactStore
-    from ..pipeline import load_judge_prompt, open_call_cache
-    from ..preflight import check_access, make_plan
+    from ..pipeline import load_judge_prompt
+    from ..preflight import check_access, lookup_calls, make_plan
     from ..rejudge_all import plan_lines, run_rejudge, select_stored_responses
 
     store = ArtifactStore(args.store or default_store())
@@ -48,8 +48,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
         include_incomplete=args.include_incomplete, limit=args.limit, phases=args.phases)
     judges = args.judges or [args.judge_model]
     runs, counts = [], {}
-    calls = open_call_cache(store)
-    try:
+    with lookup_calls(store) as lookup:
         for judge in judges:
             probe = settings_from_args(argparse.Namespace(**{
                 **vars(args), "judge_model": judge, "eval_model": "stored", "out": None}))
@@ -65,12 +64,10 @@ def rejudge_all(args: argparse.Namespace) -> int:
                                                     probe.model_under_test.model_copy(
                                                         update={"model": entry.model})})
                 plan = make_plan(settings, store.get_by_key("triggers", entry.triggers_key),
-                                 calls, prompt,
+                                 lookup, prompt,
                                  store.get_by_key("responses", entry.responses_key).frame())
                 counts[(entry.responses_key, judge)] = (plan.judge_calls, plan.judge_cached)
                 runs.append((judge, entry, settings))
-    finally:
-        calls.close()
     for line in plan_lines(entries, judges, counts):
         print(line, flush=True)
     if args.dry_run:

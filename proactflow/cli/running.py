@@ -73,9 +73,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     Kept apart from the run so that the corpus and tables it loads are freed before the flow
     starts (the flow reloads what it needs from the store).
     """
-    from ..pipeline import (load_judge_prompt, materialize_triggers, open_call_cache,
-                           open_store, stored_responses, with_endpoint_fingerprints)
-    from ..preflight import check_access, make_plan, stage_states
+    from ..pipeline import (load_judge_prompt, materialize_triggers, open_store,
+                           stored_responses, with_endpoint_fingerprints)
+    from ..preflight import check_access, lookup_calls, make_plan, stage_states
     from ..sources import locate_corpus
 
     regenerate = args.command != "rejudge"
@@ -92,12 +92,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     # The plan's cached counts use the keys the run will use, fingerprints included.
     settings = with_endpoint_fingerprints(
         settings, ("judge",) if args.command == "rejudge" else ("model_under_test", "judge"))
-    calls = open_call_cache(store)
-    try:
-        responses = None if regenerate else stored_responses(settings, store, triggers).frame()
-        plan = make_plan(settings, triggers, calls, prompt, responses)
-    finally:
-        calls.close()
+    responses = None if regenerate else stored_responses(settings, store, triggers).frame()
+    with lookup_calls(store) as lookup:
+        plan = make_plan(settings, triggers, lookup, prompt, responses)
     for line in plan.lines(settings, corpus.revision, regenerate):
         print(line, flush=True)
     if settings.refresh:
