@@ -10,8 +10,8 @@ only then calls; another process that needs the same request waits for the resul
 holder renews its lease while it works; a lease whose holder died on this host is taken over at
 once, one of a holder on another host expires within its time to live.
 
-The call layer awaits a `CallStore`, so that a store on a server can serve it as well; this
-diskcache serves it as `LocalCallStore`.
+The call layer awaits a `CallStore`: this diskcache (`LocalCallStore`, one host) or PostgreSQL
+(`calls_postgres.PostgresCallStore`, `--database`: exact across hosts).
 """
 
 from __future__ import annotations
@@ -145,6 +145,10 @@ def as_call_store(cache: CallStore | CallCache) -> CallStore:
     return LocalCallStore(cache) if isinstance(cache, CallCache) else cache
 
 
-def open_call_store(directory: Path | str) -> CallStore:
-    """The per-call cache in `directory`."""
+def open_call_store(directory: Path | str, database: str | None = None) -> CallStore:
+    """The per-call cache: in `database` (a PostgreSQL URL) when given, else in `directory`."""
+    if database:
+        from .calls_postgres import PostgresCallStore
+
+        return PostgresCallStore(database)
     return LocalCallStore(CallCache(directory))

@@ -45,7 +45,7 @@ def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
 async def responses_task(settings: RunSettings, triggers: Artifact,
                          stream: RowStream | None = None) -> tuple[Artifact, StageReport]:
     store = open_store(settings)
-    calls = open_call_cache(store)
+    calls = open_call_cache(store, settings.database)
     try:
         return await materialize_responses(settings, store, calls, triggers, get_run_logger(),
                                            stream)
@@ -58,7 +58,7 @@ async def judgments_task(settings: RunSettings, triggers: Artifact,
                          responses: Artifact | RowStream) -> tuple[Artifact, StageReport, str]:
     store = open_store(settings)
     prompt = load_judge_prompt(settings, store)
-    calls = open_call_cache(store)
+    calls = open_call_cache(store, settings.database)
     try:
         artifact, report = await materialize_judgments(settings, store, calls, triggers,
                                                        responses, prompt, get_run_logger())

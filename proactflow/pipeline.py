@@ -21,7 +21,7 @@ from .errors import UserError
 from .endpoints import endpoint_fingerprint
 from .chat import api_key_for
 from .llm import ChatClient
-from .ratelimit import SharedPacer
+from .ratelimit import open_pacer
 from .schemas.arrow import conform
 from .schemas.tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
 from .settings import ModelRole, RunSettings
@@ -65,8 +65,10 @@ def open_store(settings: RunSettings) -> ArtifactStore:
     return ArtifactStore(settings.store)
 
 
-def open_call_cache(store: ArtifactStore) -> CallStore:
-    return open_call_store(store.root / "calls")
+def open_call_cache(store: ArtifactStore, database: str | None = None) -> CallStore:
+    """The per-call cache: in `database` (PostgreSQL, shared by every host) when given, else
+    the store's own (`calls/`)."""
+    return open_call_store(store.root / "calls", database)
 
 
 def load_judge_prompt(settings: RunSettings, store: ArtifactStore) -> JudgePrompt:
@@ -147,15 +149,16 @@ class Progress:
 
 def _client(role: ModelRole, calls: CallStore, settings: RunSettings, stage: str
             ) -> ChatClient:
-    """A client for one role, paced by --rpm/--tpm across every run sharing the store."""
+    """A client for one role, paced by --rpm/--tpm across every run sharing the store (or the
+    database that `calls` lives in)."""
     runtime = settings.runtime
     coordination = Path(settings.store).expanduser() / "coordination"
     target = f"{role.model}@{role.endpoint or 'provider'}"
     return ChatClient(
         role, calls, runtime,
-        request_pacer=SharedPacer(coordination, f"rpm|{target}", runtime.rpm)
+        request_pacer=open_pacer(calls, coordination, f"rpm|{target}", runtime.rpm)
         if runtime.rpm else None,
-        token_pacer=SharedPacer(coordination, f"tpm|{target}", runtime.tpm)
+        token_pacer=open_pacer(calls, coordination, f"tpm|{target}", runtime.tpm)
         if runtime.tpm else None,
         refresh=settings.refreshes(stage))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..evaluations import safe_name
 from ..settings import RunSettings, default_store
-from .options import settings_from_args
+from .options import database_from_args, settings_from_args
 from .running import (coverage_status, preflight, print_scores, quiet_console_tracebacks,
                       quiet_temporary_server, run_flow)
 
@@ -48,7 +48,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
         include_incomplete=args.include_incomplete, limit=args.limit, phases=args.phases)
     judges = args.judges or [args.judge_model]
     runs, counts = [], {}
-    with lookup_calls(store) as lookup:
+    with lookup_calls(store, database_from_args(args)) as lookup:
         for judge in judges:
             probe = settings_from_args(argparse.Namespace(**{
                 **vars(args), "judge_model": judge, "eval_model": "stored", "out": None}))

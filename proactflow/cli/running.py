@@ -12,6 +12,7 @@ import threading
 from typing import Any, Callable
 
 from ..errors import UserError
+from ..redaction import redact_url
 from ..settings import RunSettings
 from .options import EXIT_LOW_COVERAGE, settings_from_args
 
@@ -93,10 +94,13 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     settings = with_endpoint_fingerprints(
         settings, ("judge",) if args.command == "rejudge" else ("model_under_test", "judge"))
     responses = None if regenerate else stored_responses(settings, store, triggers).frame()
-    with lookup_calls(store) as lookup:
+    with lookup_calls(store, settings.database) as lookup:  # a database that is down: here
         plan = make_plan(settings, triggers, lookup, prompt, responses)
     for line in plan.lines(settings, corpus.revision, regenerate):
         print(line, flush=True)
+    if settings.database:
+        print(f"database    {redact_url(settings.database)}: the per-call cache, its leases "
+              "and the rate limits", flush=True)
     if settings.refresh:
         print(f"refresh     {settings.refresh}: cached answers of "
               f"{'both stages' if settings.refresh == 'all' else 'the ' + settings.refresh}"
