@@ -9,6 +9,9 @@ before calling, looks in the cache once more (the previous holder may have just 
 only then calls; another process that needs the same request waits for the result instead. The
 holder renews its lease while it works; a lease whose holder died on this host is taken over at
 once, one of a holder on another host expires within its time to live.
+
+The call layer awaits a `CallStore`: this diskcache (`LocalCallStore`, one host) or PostgreSQL
+(`calls_postgres.PostgresCallStore`, `--database`: exact across hosts).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 import diskcache
 
@@ -78,3 +81,74 @@ class CallCache:
     def close(self) -> None:
         self._results.close()
         self._leases.close()
+
+
+class CallStore(Protocol):
+    """The per-call cache and its leases as the call layer uses them. Awaited, so that a store
+    on a server never blocks the event loop with a round trip."""
+
+    async def get(self, request_key: str) -> dict[str, Any] | None: ...
+
+    async def get_many(self, request_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The records stored for any of these keys (plans count them before a run)."""
+        ...
+
+    async def put(self, request_key: str, record: dict[str, Any], *, replace: bool = False
+                  ) -> dict[str, Any]:
+        """Store a finished call; the record now stored (the first writer wins, unless
+        `replace`)."""
+        ...
+
+    async def claim(self, request_key: str, ttl: float) -> bool:
+        """Take the lease on a request; False while another holder has it."""
+        ...
+
+    async def renew(self, request_key: str, ttl: float) -> None: ...
+
+    async def release(self, request_key: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class LocalCallStore:
+    """A CallCache as a CallStore. Its operations are local SQLite transactions well under a
+    millisecond: run in place, they cost less than a hop to a thread would."""
+
+    def __init__(self, cache: CallCache):
+        self.cache = cache
+
+    async def get(self, request_key: str) -> dict[str, Any] | None:
+        return self.cache.get(request_key)
+
+    async def get_many(self, request_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        found = ((key, self.cache.get(key)) for key in request_keys)
+        return {key: record for key, record in found if record is not None}
+
+    async def put(self, request_key: str, record: dict[str, Any], *, replace: bool = False
+                  ) -> dict[str, Any]:
+        return self.cache.put(request_key, record, replace=replace)
+
+    async def claim(self, request_key: str, ttl: float) -> bool:
+        return self.cache.claim(request_key, ttl)
+
+    async def renew(self, request_key: str, ttl: float) -> None:
+        self.cache.renew(request_key, ttl)
+
+    async def release(self, request_key: str) -> None:
+        self.cache.release(request_key)
+
+    async def close(self) -> None:
+        self.cache.close()
+
+
+def as_call_store(cache: CallStore | CallCache) -> CallStore:
+    return LocalCallStore(cache) if isinstance(cache, CallCache) else cache
+
+
+def open_call_store(directory: Path | str, database: str | None = None) -> CallStore:
+    """The per-call cache: in `database` (a PostgreSQL URL) when given, else in `directory`."""
+    if database:
+        from .calls_postgres import PostgresCallStore
+
+        return PostgresCallStore(database)
+    return LocalCallStore(CallCache(directory))

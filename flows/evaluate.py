@@ -45,12 +45,12 @@ def samples_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
 async def responses_task(settings: RunSettings, samples: Artifact, prompts: Prompts,
                          stream: RowStream | None = None) -> tuple[Artifact, StageReport]:
     store = open_store(settings)
-    calls = open_call_cache(store)
+    calls = open_call_cache(store, settings.database)
     try:
         return await materialize_responses(suite_of(settings), settings, store, calls, samples,
                                            prompts, get_run_logger(), stream)
     finally:
-        calls.close()
+        await calls.close()
 
 
 @task(name="judgments", cache_policy=NO_CACHE, persist_result=False)
@@ -59,13 +59,13 @@ async def judgments_task(settings: RunSettings, samples: Artifact,
                          ) -> tuple[Artifact, StageReport, Prompts]:
     suite, store = suite_of(settings), open_store(settings)
     prompts = suite.judge_prompts(settings, store)
-    calls = open_call_cache(store)
+    calls = open_call_cache(store, settings.database)
     try:
         artifact, report = await materialize_judgments(suite, settings, store, calls, samples,
                                                        responses, generation_prompts, prompts,
                                                        get_run_logger())
     finally:
-        calls.close()
+        await calls.close()
     return artifact, report, prompts
 
 

@@ -21,11 +21,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import litellm
 
-from .cache.calls import CallCache
+from .cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
 from .errors import EndpointDown, ProviderRejected
 from .provider_errors import AttemptFailed, classify
-from .ratelimit import AdaptiveLimit, SharedPacer
+from .ratelimit import AdaptiveLimit, Pacer
 from .settings import ModelRole, RuntimeOptions
 
 litellm.suppress_debug_info = True
@@ -82,15 +82,17 @@ class _Breaker:
 
 
 class ChatClient:
-    """Makes the calls of one role through the per-call cache."""
+    """Makes the calls of one role through the per-call cache: a CallStore, or a local
+    CallCache, which it wraps as one."""
 
-    def __init__(self, role: ModelRole, cache: CallCache, runtime: RuntimeOptions,
+    def __init__(self, role: ModelRole, cache: CallStore | CallCache, runtime: RuntimeOptions,
                  completion: Callable[..., Awaitable[Any]] | None = None,
-                 request_pacer: SharedPacer | None = None,
-                 token_pacer: SharedPacer | None = None, *, refresh: bool = False,
+                 request_pacer: Pacer | None = None,
+                 token_pacer: Pacer | None = None, *, refresh: bool = False,
                  in_flight: AdaptiveLimit | None = None, reply_kind: str = "judge"):
         self.role = role
         self.cache = cache
+        self.calls = as_call_store(cache)
         self.runtime = runtime
         self.refresh = refresh
         self.reply_kind = reply_kind
@@ -105,16 +107,16 @@ class ChatClient:
         self._timeout = runtime.call_timeout(role.generation.max_tokens)
         self._replace: set[str] = set()
 
-    def cached(self, request: ChatRequest) -> bool:
-        return request.key in self.cache
+    async def cached(self, request: ChatRequest) -> bool:
+        return await self.calls.get(request.key) is not None
 
     # The cache and the lease.
 
-    def _from_cache(self, request: ChatRequest, accept: Callable[[str], T] | None
-                    ) -> ChatOutcome | None:
+    async def _from_cache(self, request: ChatRequest, accept: Callable[[str], T] | None
+                          ) -> ChatOutcome | None:
         if self.refresh:
             return None
-        record = self.cache.get(request.key)
+        record = await self.calls.get(request.key)
         if record is None:
             return None
         outcome = ChatOutcome.from_record(request.key, record)
@@ -138,14 +140,14 @@ class ChatClient:
         async def renew() -> None:
             while True:
                 await asyncio.sleep(ttl / 3)
-                self.cache.renew(key, ttl)
+                await self.calls.renew(key, ttl)
 
         renewing = asyncio.create_task(renew())
         try:
             yield
         finally:
             renewing.cancel()
-            self.cache.release(key)
+            await self.calls.release(key)
 
     async def call(self, request: ChatRequest,
                    accept: Callable[[str], T] | None = None) -> ChatOutcome:
@@ -157,23 +159,23 @@ class ChatClient:
         it, looks in the cache again, calls; the other waits and uses the stored result.
         """
         self.stats.calls += 1
-        if (hit := self._from_cache(request, accept)) is not None:
+        if (hit := await self._from_cache(request, accept)) is not None:
             return hit
-        while not self.cache.claim(request.key, self.runtime.lease_ttl_s):
+        while not await self.calls.claim(request.key, self.runtime.lease_ttl_s):
             await asyncio.sleep(0.2)
-            if (hit := self._from_cache(request, accept)) is not None:
+            if (hit := await self._from_cache(request, accept)) is not None:
                 return hit
         async with self._lease(request.key):
-            if (hit := self._from_cache(request, accept)) is not None:
+            if (hit := await self._from_cache(request, accept)) is not None:
                 return hit  # finished by the previous holder between our look and our claim
             return await self._call_uncached(request, accept)
 
-    def _store(self, request: ChatRequest, outcome: ChatOutcome,
-               accept: Callable[[str], T] | None) -> ChatOutcome:
+    async def _store(self, request: ChatRequest, outcome: ChatOutcome,
+                     accept: Callable[[str], T] | None) -> ChatOutcome:
         """Cache a finished call; when another run stored this request first, use its record
         (first writer wins), so every stage pairs the same answer with the same verdict."""
         replace = self.refresh or request.key in self._replace
-        stored = self.cache.put(request.key, outcome.record(), replace=replace)
+        stored = await self.calls.put(request.key, outcome.record(), replace=replace)
         if stored == outcome.record():
             return outcome
         winner = ChatOutcome.from_record(request.key, stored)
@@ -197,7 +199,7 @@ class ChatClient:
             if accept is None:  # the model under test: a non-answer is its answer, cached
                 self.stats.not_answers += not outcome.ok
                 self._count_kept(outcome)
-                return self._store(request, outcome, accept)
+                return await self._store(request, outcome, accept)
             if outcome.status in ("truncated", "blocked"):
                 # Asking again would be cut or blocked the same way: a judge error, not cached.
                 self.stats.not_answers += 1
@@ -212,7 +214,7 @@ class ChatClient:
                              f"{str(exc).splitlines()[0][:300]}"
                 continue
             self._count_kept(outcome)
-            return self._store(request, outcome, accept)
+            return await self._store(request, outcome, accept)
         self.stats.failures += 1
         return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error)
 
@@ -257,7 +259,7 @@ class ChatClient:
         self.stats.paid_prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
         self.stats.paid_completion_tokens += getattr(usage, "completion_tokens", None) or 0
         if self._token_pacer is not None:
-            self._token_pacer.settle((getattr(usage, "total_tokens", None) or 0) - estimate)
+            await self._token_pacer.settle((getattr(usage, "total_tokens", None) or 0) - estimate)
         return response, time.monotonic() - started
 
     def _declare_down(self, message: str) -> EndpointDown:
@@ -297,7 +299,7 @@ class ChatClient:
                 self.stats.rate_limited += 1
                 rate_limited += 1
                 if failure.retry_after and self._request_pacer is not None:
-                    self._request_pacer.defer(failure.retry_after)
+                    await self._request_pacer.defer(failure.retry_after)
                 if rate_limited >= self.runtime.rate_limited_attempts:
                     return ChatOutcome(request.key, status="error", attempts=attempt,
                                        error=f"still rate limited after {rate_limited} tries: "

@@ -17,12 +17,12 @@ from typing import Any
 import polars as pl
 
 from .cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
-from .cache.calls import CallCache
+from .cache.calls import CallStore, open_call_store
 from .chat import api_key_for
 from .endpoints import endpoint_fingerprint
 from .errors import UserError
 from .llm import ChatClient
-from .ratelimit import SharedPacer
+from .ratelimit import open_pacer
 from .schemas.arrow import conform
 from .settings import ModelRole, RunSettings
 from .stages.judgments import judge_responses
@@ -73,8 +73,10 @@ def open_store(settings: RunSettings) -> ArtifactStore:
     return ArtifactStore(settings.store)
 
 
-def open_call_cache(store: ArtifactStore) -> CallCache:
-    return CallCache(store.root / "calls")
+def open_call_cache(store: ArtifactStore, database: str | None = None) -> CallStore:
+    """The per-call cache: in `database` (PostgreSQL, shared by every host) when given, else
+    the store's own (`calls/`)."""
+    return open_call_store(store.root / "calls", database)
 
 
 # Artifact specs: the key of each stage is a hash of everything below and nothing else.
@@ -155,24 +157,25 @@ class Progress:
             self._last_time, self._last_done = now, self.done
 
 
-def _client(role: ModelRole, calls: CallCache, settings: RunSettings, table: str) -> ChatClient:
-    """A client for one role, paced by --rpm/--tpm across every run sharing the store;
-    `table` (responses or judgments) says which `--refresh` applies."""
+def _client(role: ModelRole, calls: CallStore, settings: RunSettings, table: str) -> ChatClient:
+    """A client for one role, paced by --rpm/--tpm across every run sharing the store (or the
+    database that `calls` lives in); `table` (responses or judgments) says which `--refresh`
+    applies."""
     runtime = settings.runtime
     coordination = Path(settings.store).expanduser() / "coordination"
     target = f"{role.model}@{role.endpoint or 'provider'}"
     return ChatClient(
         role, calls, runtime,
-        request_pacer=SharedPacer(coordination, f"rpm|{target}", runtime.rpm)
+        request_pacer=open_pacer(calls, coordination, f"rpm|{target}", runtime.rpm)
         if runtime.rpm else None,
-        token_pacer=SharedPacer(coordination, f"tpm|{target}", runtime.tpm)
+        token_pacer=open_pacer(calls, coordination, f"tpm|{target}", runtime.tpm)
         if runtime.tpm else None,
         refresh=settings.refreshes(table),
         reply_kind="model" if table == "responses" else "judge")
 
 
 async def materialize_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
-                                calls: CallCache, samples_artifact: Artifact, prompts: Prompts,
+                                calls: CallStore, samples_artifact: Artifact, prompts: Prompts,
                                 logger: Logger, stream: RowStream | None = None
                                 ) -> tuple[Artifact, StageReport]:
     """The responses artifact. With `stream`, every row is also handed to the judgments stage
@@ -256,7 +259,7 @@ def stored_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
 
 
 async def materialize_judgments(suite: Suite, settings: RunSettings, store: ArtifactStore,
-                                calls: CallCache, samples_artifact: Artifact,
+                                calls: CallStore, samples_artifact: Artifact,
                                 responses_in: Artifact | RowStream, generation_prompts: Prompts,
                                 prompts: Prompts, logger: Logger
                                 ) -> tuple[Artifact, StageReport]:

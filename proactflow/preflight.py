@@ -6,15 +6,19 @@ exactly; judge calls are known for cached responses and counted as 'to make' for
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import polars as pl
 
-from .cache.artifacts import Artifact
-from .cache.calls import CallCache
+from .cache.artifacts import Artifact, ArtifactStore
+from .cache.calls import open_call_store
 from .errors import UserError
 from .endpoints import endpoint_url, get_request
 from .effective import wire_params
@@ -22,6 +26,8 @@ from .chat import ChatOutcome, ChatRequest, api_key_for
 from .llm import estimated_cost
 from .settings import ModelRole, RunSettings
 from .suites.base import Prompts, Step, Suite
+
+T = TypeVar("T")
 
 
 def check_access(role: ModelRole, label: str) -> None:
@@ -128,7 +134,33 @@ class Plan:
         return out
 
 
-def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, calls: CallCache,
+CallLookup = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
+"""The records the per-call cache holds for any of these keys."""
+_BATCH = 500  # requests looked up at once: one round trip each to a database
+
+
+@contextlib.contextmanager
+def lookup_calls(store: ArtifactStore, database: str | None) -> Iterator[CallLookup]:
+    """Batched reads of the per-call cache for this synchronous code, on an event loop of its
+    own (there is none running before a flow starts)."""
+    calls = open_call_store(store.root / "calls", database)
+    loop = asyncio.new_event_loop()
+    try:
+        yield lambda keys: loop.run_until_complete(calls.get_many(keys))
+    finally:
+        try:
+            loop.run_until_complete(calls.close())
+        finally:
+            loop.close()
+
+
+def _batches(items: Iterable[T]) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, _BATCH)):
+        yield batch
+
+
+def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: CallLookup,
               generation_prompts: Prompts, judge_prompts: Prompts,
               responses: pl.DataFrame | None = None) -> Plan:
     """Count the calls to make and estimate their prompt tokens, by walking every episode
@@ -136,53 +168,69 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, calls: Cal
     request of the episode and the judge's request are known exactly. From the first reply not
     cached on, the episode goes on with the suite's stand-in reply (ProactBench: the
     curation-time response), counted as to make. With `responses` (rejudge), judge exactly
-    those."""
+    those. The cache is read in batches: one per step of the episodes (ProactBench: one)."""
     frame = samples.frame()
     rows = frame.to_dicts()
     role, judge = settings.model_under_test, settings.judge
     plan = Plan(suite.plan_summary(frame), 0, 0, 0, 0)
+    judged: list[tuple[ChatRequest, bool]] = []  # (request, its reply was cached)
 
-    def count_judge(sample: dict, response: dict, cached_reply: bool) -> None:
+    def plan_judge(sample: dict, response: dict, cached_reply: bool) -> None:
         request = suite.judgment_request(sample, response, judge, judge_prompts, settings)
-        if request is None:
-            return
-        plan.judge_calls += 1
-        if cached_reply and request.key in calls:
-            plan.judge_cached += 1
-        else:
-            plan.judge_prompt_tokens += request.estimated_prompt_tokens
+        if request is not None:
+            judged.append((request, cached_reply))
 
     if responses is not None:
         position = {tuple(r[c] for c in suite.sample_key): i for i, r in enumerate(rows)}
         for response in responses.iter_rows(named=True):
-            count_judge(rows[position[tuple(response[c] for c in suite.sample_key)]], response,
-                        True)
-        return plan
-    for episode in suite.episodes(frame):
-        for sample_index in range(settings.samples):
-            earlier: list[Step] = []
-            known = True  # every earlier reply of the episode is cached
-            for index in episode:
-                sample = rows[index]
-                request = suite.generation_request(sample, earlier, role, generation_prompts,
-                                                   sample_index)
+            plan_judge(rows[position[tuple(response[c] for c in suite.sample_key)]], response,
+                       True)
+    else:
+        # Every (episode, sample) walks in step with the others, one cache batch per step.
+        walks = [(episode, sample_index, [], [True]) for episode in suite.episodes(frame)
+                 for sample_index in range(settings.samples)]
+        step = 0
+        while active := [walk for walk in walks if step < len(walk[0])]:
+            requests = {}
+            for position, (episode, sample_index, earlier, _) in enumerate(active):
+                sample = rows[episode[step]]
+                requests[position] = suite.generation_request(sample, earlier, role,
+                                                              generation_prompts, sample_index)
+            wanted = [r.key for p, r in requests.items() if r is not None and active[p][3][0]]
+            found = {}
+            for batch in _batches(wanted):
+                found.update(lookup(batch))
+            for position, (episode, sample_index, earlier, known) in enumerate(active):
+                sample, request = rows[episode[step]], requests[position]
                 outcome = None
                 if request is not None:
                     plan.generation_calls += 1
-                    hit = calls.get(request.key) if known else None
+                    hit = found.get(request.key) if known[0] else None
                     if hit is not None:
                         plan.generation_cached += 1
                         outcome = ChatOutcome.from_record(request.key, hit)
                     else:
-                        known = False
+                        known[0] = False
                         plan.generation_prompt_tokens += request.estimated_prompt_tokens
                         outcome = ChatOutcome(request.key,
                                               content=suite.stand_in_reply(sample) or "")
                 row = suite.response_row(sample, outcome, role, sample_index).model_dump(
                     by_alias=True)
                 earlier.append((sample, row))
-                count_judge(sample, row, outcome is None or outcome.from_cache)
+                plan_judge(sample, row, outcome is None or outcome.from_cache)
+            step += 1
+    cached_keys: set[str] = set()
+    for batch in _batches([request.key for request, cached in judged if cached]):
+        cached_keys.update(lookup(batch))
+    for request, _ in judged:
+        plan.judge_calls += 1
+        if request.key in cached_keys:
+            plan.judge_cached += 1
+        else:
+            plan.judge_prompt_tokens += request.estimated_prompt_tokens
     return plan
+
+
 
 
 def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,

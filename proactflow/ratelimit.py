@@ -1,11 +1,15 @@
-"""Rate limits per model that hold across every process sharing one store, and the adaptive
-limit on calls in flight that backs off when a provider answers 429.
+"""Rate limits per model that hold across every process sharing one store (or one database),
+and the adaptive limit on calls in flight that backs off when a provider answers 429.
 
-A pacer keeps, in the store's coordination database, the earliest time the next call to a model
-may start. Each call books `cost` units (one request, or its estimated tokens) by moving that time
-forward by `cost × 60 / per_minute` seconds in one SQLite transaction, then sleeps until its slot.
-Two flows evaluating the same model thus share one budget instead of each using all of it. Booking
-is a single local transaction (well under a millisecond), unlike a round trip to a server.
+A pacer keeps the earliest time the next call to a model may start. Each call books `cost` units
+(one request, or its estimated tokens) by moving that time forward by `cost × 60 / per_minute`
+seconds in one atomic step, then sleeps until its slot. Two flows evaluating the same model thus
+share one budget instead of each using all of it. Where the time is kept:
+
+- `SharedPacer`: the store's coordination database (SQLite), for the runs of one host. Booking
+  is a local transaction well under a millisecond, so it runs in place on the event loop.
+- `PostgresPacer` (`--database`): one row per bucket, booked by one UPDATE on the server's
+  clock, so runs on every host share it exactly, whatever their clocks say.
 """
 
 from __future__ import annotations
@@ -14,19 +18,50 @@ import asyncio
 import time
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 import diskcache
 
+if TYPE_CHECKING:
+    from .cache.calls import CallStore
+    from .postgres import Database
+
+SLOT_MARGIN = 1.01
+"""Slots are spaced 1 % wider than the budget: a call starts a little after its slot (event-loop
+lag, a busy host: up to 20 ms measured), by different amounts, and a provider counting a sliding
+minute would otherwise see one call too many now and then (601 at 600 rpm, measured)."""
+
+
+class Pacer(Protocol):
+    name: str
+    per_minute: float
+
+    async def acquire(self, cost: float = 1.0) -> float:
+        """Wait for a slot of `cost` units; returns the slot's start (epoch seconds)."""
+        ...
+
+    async def defer(self, seconds: float) -> None:
+        """Push the next slot at least `seconds` into the future for every process sharing this
+        budget (a provider's Retry-After)."""
+        ...
+
+    async def settle(self, extra_cost: float) -> None:
+        """Correct a booking once the real cost is known (negative gives time back)."""
+        ...
+
+    async def close(self) -> None: ...
+
 
 class SharedPacer:
+    """A pacer in a local SQLite database (diskcache), shared by the processes of one host."""
+
     def __init__(self, directory: Path | str, name: str, per_minute: float):
         self._db = diskcache.Cache(str(directory), eviction_policy="none")
         self.name = name
         self.per_minute = per_minute
-        self._seconds_per_unit = 60.0 / per_minute
+        self._seconds_per_unit = 60.0 * SLOT_MARGIN / per_minute
 
     async def acquire(self, cost: float = 1.0) -> float:
-        """Wait for a slot of `cost` units; returns the slot's start (epoch seconds)."""
         with self._db.transact():
             now = time.time()
             start = max(now, self._db.get(self.name, 0.0))
@@ -35,23 +70,86 @@ class SharedPacer:
             await asyncio.sleep(start - now)
         return start
 
-    def defer(self, seconds: float) -> None:
-        """Push the next slot at least `seconds` into the future for every process sharing this
-        budget (a provider's Retry-After)."""
+    async def defer(self, seconds: float) -> None:
         with self._db.transact():
             booked = self._db.get(self.name, 0.0)
             self._db.set(self.name, max(booked, time.time() + seconds))
 
-    def settle(self, extra_cost: float) -> None:
-        """Correct a booking once the real cost is known (negative gives time back)."""
+    async def settle(self, extra_cost: float) -> None:
         if not extra_cost:
             return
         with self._db.transact():
             booked = self._db.get(self.name, 0.0)
             self._db.set(self.name, max(time.time(), booked + extra_cost * self._seconds_per_unit))
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._db.close()
+
+
+_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+
+class PostgresPacer:
+    """A pacer in PostgreSQL: one row per bucket, every booking one atomic statement on the
+    server's clock. It uses the connections of a call store (`database`), which owns them."""
+
+    def __init__(self, database: Callable[[], Awaitable[Database]], name: str,
+                 per_minute: float):
+        self._database = database
+        self.name = name
+        self.per_minute = per_minute
+        self._seconds_per_unit = 60.0 * SLOT_MARGIN / per_minute
+        self._created = False
+
+    async def _db(self) -> Database:
+        database = await self._database()
+        if not self._created:
+            await database.fetchval("INSERT INTO proactflow_pacer VALUES ($1, 0) "
+                                    "ON CONFLICT DO NOTHING", self.name)
+            self._created = True
+        return database
+
+    async def acquire(self, cost: float = 1.0) -> float:
+        units = cost * self._seconds_per_unit
+        wait = None
+        while wait is None:  # None: the bucket's row was deleted under us; made again
+            database = await self._db()
+            wait = await database.fetchval(
+                f"UPDATE proactflow_pacer p SET next_at = GREATEST(c.now, p.next_at) + $2 "
+                f"FROM (SELECT {_NOW} AS now) c WHERE p.bucket = $1 "
+                f"RETURNING p.next_at - $2 - c.now", self.name, units)
+            self._created = wait is not None
+        start = time.time() + wait
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return start
+
+    async def defer(self, seconds: float) -> None:
+        database = await self._db()
+        await database.fetchval(
+            f"UPDATE proactflow_pacer SET next_at = GREATEST(next_at, {_NOW} + $2) "
+            f"WHERE bucket = $1", self.name, float(seconds))
+
+    async def settle(self, extra_cost: float) -> None:
+        if not extra_cost:
+            return
+        database = await self._db()
+        await database.fetchval(
+            f"UPDATE proactflow_pacer SET next_at = GREATEST({_NOW}, next_at + $2) "
+            f"WHERE bucket = $1", self.name, extra_cost * self._seconds_per_unit)
+
+    async def close(self) -> None:
+        """Nothing to close: the call store owns the connections."""
+
+
+def open_pacer(calls: CallStore, directory: Path | str, name: str, per_minute: float) -> Pacer:
+    """A pacer kept where `calls` keeps its leases: in its PostgreSQL database, shared by every
+    host, or in the store's coordination folder `directory`, shared by the runs of this host."""
+    from .cache.calls_postgres import PostgresCallStore
+
+    if isinstance(calls, PostgresCallStore):
+        return PostgresPacer(calls.database, name, per_minute)
+    return SharedPacer(directory, name, per_minute)
 
 
 class AdaptiveLimit:

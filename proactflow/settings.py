@@ -3,8 +3,9 @@ the judge prompt, the store, and runtime options.
 
 What changes an output (model, endpoint, generation settings, prompt hashes, corpus revision)
 goes into artifact keys through the `*_key_material()` methods; what does not (API key variable,
-concurrency, timeouts, paths) stays out. No field holds a secret: keys are read from the
-environment at call time, so these settings are safe to log and to pass as Prefect parameters.
+concurrency, timeouts, paths, the database) stays out. No field holds a secret: keys are read
+from the environment at call time, so these settings are safe to log and to pass as Prefect
+parameters.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, \
+    model_validator
 
 from .cache.keys import text_sha256
 from .effective import Deviation, conform_generation
 from .endpoints import effective_endpoint
+from .postgres import check_database_url, default_database
 from .redaction import redact_url
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
@@ -223,6 +226,12 @@ class RunSettings(BaseModel):
         default="json_schema", description="Structured-output mode requested from the judge.")
     store: str = Field(default_factory=lambda: default_store(),
                        description="Root folder of the artifact store.")
+    database: str | None = Field(
+        default_factory=default_database,
+        description="PostgreSQL URL (postgresql://user@host:port/db, default "
+                    "$PROACTFLOW_DATABASE) holding the per-call cache, its leases and the rate "
+                    "limits, exact across hosts; None: the store's own, for one host. Never a "
+                    "password (PGPASSWORD, ~/.pgpass); shown redacted; in no key.")
     out: str | None = Field(default=None, description="Folder for CSV/JSON exports.")
     runtime: RuntimeOptions = Field(default_factory=RuntimeOptions, description="Call options.")
     refresh: Refresh | None = Field(
@@ -233,6 +242,17 @@ class RunSettings(BaseModel):
         default=None, ge=0, le=1,
         description="Smallest share of triggers that must be scored for the run to count as a "
                     "success (exit status 0); None: every trigger not lost to an error.")
+
+    @field_validator("database")
+    @classmethod
+    def _no_password(cls, database: str | None) -> str | None:
+        return check_database_url(database) if database else None
+
+    @field_serializer("database")
+    def _database_redacted(self, database: str | None) -> str | None:
+        """Records, logs and Prefect's parameters show it without user name or query values;
+        this process still connects with the URL it was given."""
+        return redact_url(database) if database else None
 
     def refreshes(self, stage: str) -> bool:
         return self.refresh == "all" or self.refresh == stage

@@ -3,6 +3,8 @@
 ```toml
 suite = "proactbench"                 # optional: proactbench (default) or proactiveagent
 store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow
+database = "postgresql://proactflow@db.lan:5432/proactflow"  # optional: calls, leases and rate
+                                      # limits shared by every host (password: PGPASSWORD)
 out = "results/nightly"               # leaderboard.csv and per-model exports go here
 corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
 revision = "<commit sha>"             # optional hub revision of the corpus
@@ -38,6 +40,7 @@ from .effective import safety_settings_off
 from .errors import UserError
 from .redaction import redact_url
 from .evaluations import safe_name
+from .postgres import check_database_url, default_database
 from .settings import (DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
                        RuntimeOptions, default_store, role_generation)
 
@@ -98,6 +101,9 @@ class SweepConfig(BaseModel):
     models: list[SweepModel] = Field(min_length=1, description="Models under test.")
     judges: list[SweepModel] = Field(min_length=1, description="Judges; each scores every model.")
     store: str | None = Field(default=None, description="Artifact store root.")
+    database: str | None = Field(
+        default=None, description="PostgreSQL URL for the per-call cache, leases and rate "
+                                  "limits (default $PROACTFLOW_DATABASE); never a password.")
     out: str | None = Field(default=None, description="Folder for the leaderboard and exports.")
     corpus: str | None = Field(default=None, description="Local corpus; default the hub.")
     revision: str | None = Field(default=None, description="Hub revision to pin.")
@@ -114,6 +120,15 @@ class SweepConfig(BaseModel):
         default=None, ge=0, le=1, description="Share of triggers each pair must score for the "
                                               "sweep to succeed; default: none lost to errors.")
 
+    @field_validator("database")
+    @classmethod
+    def _no_password(cls, database: str | None) -> str | None:
+        return check_database_url(database) if database else None
+
+    @field_serializer("database")
+    def _database_redacted(self, database: str | None) -> str | None:
+        return redact_url(database) if database else None
+
     def runs(self) -> list[RunSettings]:
         """One RunSettings per (model, judge), in file order."""
         store = self.store or default_store()
@@ -123,7 +138,7 @@ class SweepConfig(BaseModel):
             judge=judge.role("judge", self.suite),
             corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
             judge_prompt_file=self.judge_prompt, prompt_files=self.prompts, store=store,
-            samples=self.samples,
+            samples=self.samples, database=self.database or default_database(),
             min_coverage=self.min_coverage,
             out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
             else None,

@@ -1,4 +1,5 @@
-"""Shared fixtures: one Prefect test server per session, fake OpenAI endpoints, shared data."""
+"""Shared fixtures: one Prefect test server and one PostgreSQL cluster per session, fake OpenAI
+endpoints, shared data."""
 
 from __future__ import annotations
 
@@ -43,6 +44,30 @@ def prefect_server():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throw-away PostgreSQL cluster for the session (pg_server.py). Where it cannot start
+    (no server binaries), a test that needs it is skipped with the reason; under CI=true, where
+    .ci/run installs the server, that is a failure."""
+    from pg_server import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer().start()
+    except PostgresUnavailable as exc:
+        reason = f"needs a PostgreSQL server: {exc}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def database(postgres_server) -> str:
+    """The URL of a new, empty database on the session's cluster."""
+    return postgres_server.create_database()
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,9 @@ from typing import Any, NoReturn
 
 from ..effective import safety_settings_off
 from ..errors import UserError
-from ..settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource, ModelRole, RunSettings, RuntimeOptions,
+from ..postgres import DATABASE_ENV, check_database_url, default_database
+from ..settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource, ModelRole,
+                        RunSettings, RuntimeOptions,
                         default_store, role_generation)
 
 EXIT_LOW_COVERAGE = 1
@@ -114,6 +116,19 @@ def add_store_option(parser) -> None:
     parser.add_argument("--store", metavar="DIR", default=None,
                         help=f"artifact store root (default: ${DEFAULT_STORE_ENV} or "
                              "./.proactflow)")
+
+
+def add_database_option(parser) -> None:
+    parser.add_argument("--database", metavar="URL", default=None,
+                        help="postgresql://user@host:port/db holding the per-call cache, its "
+                             "leases and the rate limits, shared exactly by runs on every host "
+                             f"(default: ${DATABASE_ENV}, else the store's own); the password "
+                             "comes from PGPASSWORD or ~/.pgpass, never the URL")
+
+
+def database_from_args(args: argparse.Namespace) -> str | None:
+    url = getattr(args, "database", None) or default_database()
+    return check_database_url(url) if url else None
 
 
 def add_selection_options(parser) -> None:
@@ -256,6 +271,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         judge_prompt_file=args.judge_prompt,
         judge_response_format=args.judge_response_format,
         store=args.store or default_store(),
+        database=database_from_args(args),
         out=args.out,
         runtime=RuntimeOptions(concurrency=args.concurrency, timeout_s=args.timeout,
                                max_attempts=args.max_attempts,

@@ -6,9 +6,10 @@ import argparse
 
 from ..settings import DEFAULT_SUITE, PAPER_JUDGE
 from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
-from .options import (EPILOG, Parser, add_role_options, add_selection_options,
-                      add_store_option, age, fraction, judge_list, non_negative_float,
-                      phases_list, positive_float, positive_int, prompt_file)
+from .options import (EPILOG, Parser, add_database_option, add_role_options,
+                      add_selection_options, add_store_option, age, fraction, judge_list,
+                      non_negative_float, phases_list, positive_float, positive_int,
+                      prompt_file)
 from .running import run_command
 from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
                              runs_rm_command, runs_show_command, view_command)
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="comma-separated phases to evaluate (default: all three)")
         where = sub.add_argument_group("store and outputs")
         add_store_option(where)
+        add_database_option(where)
         where.add_argument("--out", metavar="DIR",
                            help="also write phase_scores.csv/.parquet, results.jsonl and "
                                 "metrics.json (upstream's shapes) here")
@@ -184,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "not stop the others. Exit status 1 when any failed. See proactflow/sweeps.py "
                     "or the README for the file format.")
     sweep.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
+    add_database_option(sweep)
     sweep.set_defaults(handler=sweep_command)
 
     serve = commands.add_parser(

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..evaluations import safe_name
 from ..settings import PAPER_JUDGE, RunSettings, default_store
-from .options import settings_from_args
+from .options import database_from_args, settings_from_args
 from .running import (coverage_status, preflight, print_scores, quiet_console_tracebacks,
                       quiet_temporary_server, run_flow)
 
@@ -38,8 +38,8 @@ def rejudge_all(args: argparse.Namespace) -> int:
     """Re-judge the stored responses of every selected evaluation with each judge, after
     printing the plan; then compare the judges."""
     from ..cache.artifacts import ArtifactStore
-    from ..pipeline import open_call_cache, suite_of
-    from ..preflight import check_access, make_plan
+    from ..pipeline import suite_of
+    from ..preflight import check_access, lookup_calls, make_plan
     from ..suites.base import Prompts
     from ..rejudge_all import plan_lines, run_rejudge, select_stored_responses
 
@@ -49,8 +49,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
         include_incomplete=args.include_incomplete, limit=args.limit, phases=args.phases)
     judges = args.judges or [args.judge_model or PAPER_JUDGE]
     runs, counts = [], {}
-    calls = open_call_cache(store)
-    try:
+    with lookup_calls(store, database_from_args(args)) as lookup:
         for judge in judges:
             probe = settings_from_args(argparse.Namespace(**{
                 **vars(args), "judge_model": judge, "eval_model": "stored", "out": None}))
@@ -67,13 +66,11 @@ def rejudge_all(args: argparse.Namespace) -> int:
                                                     probe.model_under_test.model_copy(
                                                         update={"model": entry.model})})
                 plan = make_plan(suite, settings,
-                                 store.get_by_key("triggers", entry.triggers_key), calls,
+                                 store.get_by_key("triggers", entry.triggers_key), lookup,
                                  Prompts(), prompts,
                                  store.get_by_key("responses", entry.responses_key).frame())
                 counts[(entry.responses_key, judge)] = (plan.judge_calls, plan.judge_cached)
                 runs.append((judge, entry, settings))
-    finally:
-        calls.close()
     for line in plan_lines(entries, judges, counts):
         print(line, flush=True)
     if args.dry_run:

@@ -12,6 +12,7 @@ import threading
 from typing import Any, Callable
 
 from ..errors import UserError
+from ..redaction import redact_url
 from ..settings import RunSettings
 from .options import EXIT_LOW_COVERAGE, settings_from_args
 
@@ -71,9 +72,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     Kept apart from the run so that the corpus and tables it loads are freed before the flow
     starts (the flow reloads what it needs from the store).
     """
-    from ..pipeline import (materialize_samples, open_call_cache, open_store,
-                            stored_responses, suite_of, with_endpoint_fingerprints)
-    from ..preflight import check_access, make_plan, stage_states
+    from ..pipeline import (materialize_samples, open_store, stored_responses, suite_of,
+                            with_endpoint_fingerprints)
+    from ..preflight import check_access, lookup_calls, make_plan, stage_states
 
     regenerate = args.command != "rejudge"
     suite, store = suite_of(settings), open_store(settings)
@@ -91,16 +92,16 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     # The plan's cached counts use the keys the run will use, fingerprints included.
     settings = with_endpoint_fingerprints(
         settings, ("judge",) if args.command == "rejudge" else ("model_under_test", "judge"))
-    calls = open_call_cache(store)
-    try:
-        responses = None if regenerate else stored_responses(
-            suite, settings, store, samples, generation_prompts).frame()
-        plan = make_plan(suite, settings, samples, calls, generation_prompts, judge_prompts,
+    responses = None if regenerate else stored_responses(
+        suite, settings, store, samples, generation_prompts).frame()
+    with lookup_calls(store, settings.database) as lookup:  # a database that is down: here
+        plan = make_plan(suite, settings, samples, lookup, generation_prompts, judge_prompts,
                          responses)
-    finally:
-        calls.close()
     for line in plan.lines(settings, source.revision, regenerate):
         print(line, flush=True)
+    if settings.database:
+        print(f"database    {redact_url(settings.database)}: the per-call cache, its leases "
+              "and the rate limits", flush=True)
     if settings.refresh:
         print(f"refresh     {settings.refresh}: cached answers of "
               f"{'both stages' if settings.refresh == 'all' else 'the ' + settings.refresh}"

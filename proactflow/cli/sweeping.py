@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from typing import Any
 
 from ..errors import UserError
+from ..postgres import DATABASE_ENV, check_database_url
 from .running import quiet_console_tracebacks, quiet_temporary_server
 
 
@@ -16,6 +18,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     from ..sweeps import load_sweep
 
     config = load_sweep(args.config)
+    if args.database:
+        config = config.model_copy(update={"database": check_database_url(args.database)})
     runs = config.runs()
     store = open_store(runs[0])
     suite = suite_of(runs[0])
@@ -61,6 +65,9 @@ def serve_command(args: argparse.Namespace) -> int:
     from ..sweeps import load_sweep
 
     config = load_sweep(args.config)
+    if config.database:
+        # Its parameters show the URL redacted: the flow runs of this process find it here.
+        os.environ[DATABASE_ENV] = config.database
     if not PREFECT_API_URL.value():
         raise UserError("schedules need a running Prefect server: start 'prefect server start' "
                         "and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")

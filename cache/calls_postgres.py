@@ -1,0 +1,100 @@
+"""The per-call cache and its leases in PostgreSQL (`--database`): exact across hosts.
+
+Results live in one table, keyed by the request; the first writer wins (`INSERT ... ON CONFLICT
+DO NOTHING`, then the winner is read), unless a refresh replaces it. A lease is a session-level
+advisory lock, keyed by 64 bits of the request key, on the one connection of this process that
+holds them all (see proactflow/postgres.py): the server frees it the moment that connection
+ends, however the process ended, so a lease needs no time to live and renewing costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any, Sequence
+
+from ..postgres import Database, attach, check_database_url, detach
+
+_MANY = 1000  # keys per round trip when a plan counts cached calls
+
+
+def lock_id(request_key: str) -> int:
+    """The advisory lock of a request: 64 bits of a hash of its key (a collision only makes
+    two different calls wait for each other)."""
+    return int.from_bytes(hashlib.sha256(request_key.encode()).digest()[:8], "big", signed=True)
+
+
+class PostgresCallStore:
+    """A CallStore on a PostgreSQL database. Connects on first use, from the event loop that
+    uses it; a store used from another loop later (a second asyncio.run) connects again."""
+
+    def __init__(self, url: str):
+        self.url = check_database_url(url)
+        self._database: Database | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._attaching: asyncio.Lock | None = None
+
+    async def database(self) -> Database:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # the connections of a finished loop are gone with it
+            self._loop, self._database, self._attaching = loop, None, asyncio.Lock()
+        assert self._attaching is not None
+        async with self._attaching:
+            if self._database is None:
+                self._database = await attach(self.url)
+        return self._database
+
+    async def get(self, request_key: str) -> dict[str, Any] | None:
+        database = await self.database()
+        text = await database.fetchval(
+            "SELECT record::text FROM proactflow_calls WHERE request_key = $1", request_key)
+        return None if text is None else json.loads(text)
+
+    async def get_many(self, request_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        database = await self.database()
+        found: dict[str, dict[str, Any]] = {}
+        keys = list(request_keys)
+        for start in range(0, len(keys), _MANY):
+            rows = await database.fetch(
+                "SELECT request_key, record::text FROM proactflow_calls "
+                "WHERE request_key = ANY($1::text[])", keys[start:start + _MANY])
+            found.update((row[0], json.loads(row[1])) for row in rows)
+        return found
+
+    async def put(self, request_key: str, record: dict[str, Any], *, replace: bool = False
+                  ) -> dict[str, Any]:
+        database = await self.database()
+        text = json.dumps(record)
+        if replace:
+            await database.fetchval(
+                "INSERT INTO proactflow_calls (request_key, record) VALUES ($1, $2::jsonb) "
+                "ON CONFLICT (request_key) DO UPDATE SET record = EXCLUDED.record, "
+                "stored_at = now()", request_key, text)
+            return record
+        inserted = await database.fetchval(
+            "INSERT INTO proactflow_calls (request_key, record) VALUES ($1, $2::jsonb) "
+            "ON CONFLICT DO NOTHING RETURNING true", request_key, text)
+        if inserted:
+            return record
+        # A statement of its own: the insert's snapshot may predate the winner's commit.
+        stored = await self.get(request_key)
+        return record if stored is None else stored
+
+    async def claim(self, request_key: str, ttl: float) -> bool:
+        database = await self.database()
+        return await database.try_lock(lock_id(request_key))
+
+    async def renew(self, request_key: str, ttl: float) -> None:
+        database = await self.database()
+        await database.keep_lock(lock_id(request_key))
+
+    async def release(self, request_key: str) -> None:
+        # No wait before the unlock, which is shielded: a cancelled call gives its lease back.
+        if self._database is not None and self._loop is asyncio.get_running_loop():
+            await self._database.unlock(lock_id(request_key))
+
+    async def close(self) -> None:
+        if self._database is not None and self._loop is asyncio.get_running_loop():
+            await detach(self._database)
+        self._database = None

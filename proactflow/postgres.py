@@ -1,0 +1,290 @@
+"""PostgreSQL for what runs on several hosts must share exactly: the per-call cache, its leases
+and the rate limits (`--database`, the sweep file's `database`, or PROACTFLOW_DATABASE).
+
+The URL names user, host, port and database; the password comes only from libpq's conventions
+(PGPASSWORD, ~/.pgpass), which asyncpg honours, so the URL is never a secret worth stealing and
+one that holds a password is refused. It is still shown redacted (user name and query values
+masked), like an endpoint URL.
+
+A process has one `Database` per URL and event loop, shared by its call stores and pacers: a
+small pool for reads, writes and rate-limit bookings, and one dedicated connection holding every
+lease of the process as a session-level advisory lock. When the process dies, on any host, the
+server ends that session and frees its leases at once (a vanished host: within the TCP
+keepalive time set below, about 25 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import weakref
+from typing import TYPE_CHECKING, Any, Iterator
+from urllib.parse import parse_qsl, urlsplit
+
+from .errors import UserError
+from .redaction import redact, redact_url
+
+if TYPE_CHECKING:
+    import asyncpg
+
+DATABASE_ENV = "PROACTFLOW_DATABASE"
+SCHEMA_VERSION = 1
+POOL_SIZE = 4
+"""Connections for reads, writes and bookings: each takes well under a millisecond on a LAN, so
+four serve hundreds of calls in flight."""
+CONNECT_TIMEOUT_S = 10.0
+_SCHEMA_LOCK = 0x70726f6163740000  # "proact": serialises table creation across processes
+_KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5",
+              "tcp_keepalives_count": "3"}
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS proactflow_schema (
+    component text PRIMARY KEY,
+    version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS proactflow_calls (
+    request_key text PRIMARY KEY,
+    record jsonb NOT NULL,
+    stored_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS proactflow_pacer (
+    bucket text PRIMARY KEY,
+    next_at double precision NOT NULL);
+"""
+
+
+def default_database() -> str | None:
+    return os.environ.get(DATABASE_ENV) or None
+
+
+def check_database_url(url: str) -> str:
+    """`url` when it is a PostgreSQL URL without a password; else a one-line UserError."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise UserError(f"the database must be a postgresql://user@host:port/db URL, got "
+                        f"{redact_url(url)!r}")
+    if parts.password is not None or any(name.lower() == "password"
+                                         for name, _ in parse_qsl(parts.query)):
+        raise UserError("the database URL must not hold a password: give it in PGPASSWORD or "
+                        "~/.pgpass (libpq's conventions) instead")
+    if parts.username == "***":
+        # It came back through Prefect's parameters, which show it redacted.
+        full = default_database()
+        if full and redact_url(full) == url:
+            return full
+        raise UserError(f"the database URL {url} arrived redacted: set {DATABASE_ENV} to the "
+                        "full URL where this flow runs")
+    return url
+
+
+def where(url: str) -> str:
+    """host:port/database, for messages: never the user name, never a password."""
+    parts = urlsplit(url)
+    try:
+        port: Any = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or os.environ.get("PGHOST") or "localhost"
+    port = port or os.environ.get("PGPORT") or 5432
+    name = parts.path.lstrip("/") or os.environ.get("PGDATABASE") or "(default database)"
+    return f"{host}:{port}/{name}"
+
+
+def _reason(exc: BaseException) -> str:
+    import asyncpg
+
+    if isinstance(exc, ConnectionRefusedError):
+        return "refused the connection: is PostgreSQL running there, on that port?"
+    if isinstance(exc, socket.gaierror):
+        return "cannot be reached: the host name does not resolve"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return f"did not answer within {CONNECT_TIMEOUT_S:g} s"
+    if isinstance(exc, OSError):
+        return f"cannot be reached ({exc.strerror or exc})"
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    message = redact(re.sub(r'\b(user|role) "[^"]*"', r'\1 "***"', message))
+    if isinstance(exc, (asyncpg.InvalidPasswordError,
+                        asyncpg.InvalidAuthorizationSpecificationError)):
+        return f"refused the connection: {message} (a password comes from PGPASSWORD or " \
+               "~/.pgpass)"
+    if isinstance(exc, asyncpg.PostgresError):
+        return f"refused: {message}"
+    return f"lost the connection ({message})"
+
+
+class Database:
+    """The connections of this process to one database (see the module's docstring). Use
+    `attach` and `detach`, which share one per URL and event loop."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.where = where(url)
+        self.users = 0
+        self.held: dict[int, int] = {}
+        """Lock ids this process holds -> the generation of the lock connection holding it."""
+        self._pool: asyncpg.Pool | None = None
+        self._locks: asyncpg.Connection | None = None
+        self._generation = 0
+        self._lock_turn = asyncio.Lock()
+        self._starting = asyncio.Lock()
+
+    @contextlib.contextmanager
+    def translated(self) -> Iterator[None]:
+        """Connection and server errors as one line naming host:port/database."""
+        import asyncpg
+
+        try:
+            yield
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError,
+                asyncpg.InterfaceError) as exc:
+            raise UserError(f"database {self.where} {_reason(exc)}") from None
+
+    async def start(self) -> None:
+        import asyncpg
+
+        async with self._starting:
+            if self._pool is not None:
+                return
+            with self.translated():
+                pool = await asyncpg.create_pool(
+                    self.url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_S,
+                    server_settings={"application_name": "proactflow"})
+                try:
+                    async with pool.acquire() as connection:
+                        await self._ensure_schema(connection)
+                except BaseException:
+                    await pool.close()
+                    raise
+            self._pool = pool
+
+    @staticmethod
+    async def _ensure_schema(connection: asyncpg.Connection) -> None:
+        """Tables on first use; the version recorded, so that a later layout can migrate. Only
+        creating needs the right to create tables: a database made by its admin is only read."""
+        import asyncpg
+
+        try:
+            version = await connection.fetchval(
+                "SELECT version FROM proactflow_schema WHERE component = 'proactflow'")
+        except asyncpg.UndefinedTableError:
+            version = None
+        if version is None:
+            async with connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+                await connection.execute(_SCHEMA)
+                await connection.execute(
+                    "INSERT INTO proactflow_schema VALUES ('proactflow', $1) "
+                    "ON CONFLICT DO NOTHING", SCHEMA_VERSION)
+                version = await connection.fetchval(
+                    "SELECT version FROM proactflow_schema WHERE component = 'proactflow'")
+        if version > SCHEMA_VERSION:
+            raise UserError(f"the database's proactflow tables are at schema version {version}, "
+                            f"newer than this proactflow's {SCHEMA_VERSION}: upgrade proactflow")
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("Database used before start()")
+        return self._pool
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        with self.translated():
+            return await self.pool.fetchval(query, *args)
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]:
+        with self.translated():
+            return await self.pool.fetch(query, *args)
+
+    # Leases: advisory locks on the one connection that holds them all.
+
+    async def _lock_connection(self) -> asyncpg.Connection:
+        import asyncpg
+
+        if self._locks is None or self._locks.is_closed():
+            # Locks held on a lost connection are gone with it: a new generation.
+            self._locks = await asyncpg.connect(
+                self.url, timeout=CONNECT_TIMEOUT_S,
+                server_settings={"application_name": "proactflow leases", **_KEEPALIVE})
+            self._generation += 1
+        return self._locks
+
+    async def try_lock(self, lock_id: int) -> bool:
+        """Take a lease unless another session, or another task of this process, holds it."""
+        if lock_id in self.held:
+            return False
+        self.held[lock_id] = -1  # reserved while the round trip runs
+        try:
+            async with self._lock_turn:
+                with self.translated():
+                    connection = await self._lock_connection()
+                    taken = await connection.fetchval("SELECT pg_try_advisory_lock($1)",
+                                                      lock_id)
+        except BaseException:
+            self.held.pop(lock_id, None)
+            raise
+        if taken:
+            self.held[lock_id] = self._generation
+        else:
+            del self.held[lock_id]
+        return bool(taken)
+
+    async def keep_lock(self, lock_id: int) -> None:
+        """Take the lease again if the connection that held it was lost; if another process
+        took it meanwhile, carry on: its answer or ours, the first stored wins."""
+        if self.held.get(lock_id) == self._generation and self._locks is not None \
+                and not self._locks.is_closed():
+            return
+        async with self._lock_turn:
+            with self.translated():
+                connection = await self._lock_connection()
+                if await connection.fetchval("SELECT pg_try_advisory_lock($1)", lock_id):
+                    self.held[lock_id] = self._generation
+
+    async def unlock(self, lock_id: int) -> None:
+        generation = self.held.pop(lock_id, None)
+
+        async def unlock() -> None:
+            async with self._lock_turn:
+                if generation == self._generation and self._locks is not None \
+                        and not self._locks.is_closed():
+                    with self.translated():
+                        await self._locks.fetchval("SELECT pg_advisory_unlock($1)", lock_id)
+
+        # Shielded: a cancelled call still gives its lease back.
+        await asyncio.shield(unlock())
+
+    async def close(self) -> None:
+        if self._locks is not None:
+            await self._locks.close()
+        if self._pool is not None:
+            await self._pool.close()
+        self._locks = self._pool = None
+        self.held.clear()
+
+
+_open: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Database]] = \
+    weakref.WeakKeyDictionary()
+
+
+async def attach(url: str) -> Database:
+    """The Database of this process for `url` on the running event loop, started."""
+    by_url = _open.setdefault(asyncio.get_running_loop(), {})
+    database = by_url.get(url)
+    if database is None:
+        database = by_url[url] = Database(url)
+    database.users += 1
+    try:
+        await database.start()
+    except BaseException:
+        await detach(database)
+        raise
+    return database
+
+
+async def detach(database: Database) -> None:
+    database.users -= 1
+    if database.users == 0:
+        by_url = _open.get(asyncio.get_running_loop(), {})
+        if by_url.get(database.url) is database:
+            del by_url[database.url]
+        await database.close()

@@ -1,0 +1,99 @@
+"""A process of its own on a call store, for the tests that need several (test_postgres.py).
+
+    python call_worker.py hold SPEC KEY          claim KEY, say "claimed", then sleep until killed
+    python call_worker.py call SPEC URL TEXT     say "ready", wait for a line, make one call
+                                                 through a ChatClient, print its outcome (JSON)
+    python call_worker.py pace SPEC NAME RPM N SECONDS OUT
+                                                 say "ready", wait for a line, then N coroutines
+                                                 take slots of the pacer NAME for SECONDS and
+                                                 write the times the calls started to OUT
+
+SPEC is where the store lives: a PostgreSQL URL, or a local folder (the per-call cache in it,
+the pacers in its sibling `coordination`). The line waited for lets the test start every process
+at once, after their imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from proactflow.cache.calls import CallStore, open_call_store
+from proactflow.ratelimit import Pacer, open_pacer
+
+
+def is_database(spec: str) -> bool:
+    return spec.startswith("postgresql://")
+
+
+def store_for(spec: str) -> CallStore:
+    return open_call_store("", spec) if is_database(spec) else open_call_store(spec)
+
+
+def pacer_for(store: CallStore, spec: str, name: str, per_minute: float) -> Pacer:
+    coordination = Path("." if is_database(spec) else spec).parent / "coordination"
+    return open_pacer(store, coordination, name, per_minute)
+
+
+async def hold(spec: str, key: str) -> None:
+    store = store_for(spec)
+    assert await store.claim(key, ttl=3600)
+    print("claimed", flush=True)
+    await asyncio.sleep(3600)
+
+
+async def call(spec: str, url: str, text: str) -> None:
+    from proactflow.llm import ChatClient, ChatRequest
+    from proactflow.settings import Generation, ModelRole, RuntimeOptions
+
+    role = ModelRole(model="openai/m", api_base=url,
+                     generation=Generation(temperature=0.0, max_tokens=16, top_p=None))
+    store = store_for(spec)
+    client = ChatClient(role, store, RuntimeOptions(retry_base_delay_s=0.01))
+    request = ChatRequest.build(role, [("user", text)])
+    await store.get(request.key)  # connected before the start, as a running flow would be
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    outcome = await client.call(request)
+    await store.close()
+    print(json.dumps({"content": outcome.content, "from_cache": outcome.from_cache}), flush=True)
+
+
+async def pace(spec: str, name: str, per_minute: float, coroutines: int, seconds: float,
+               out: str) -> None:
+    store = store_for(spec)
+    pacer = pacer_for(store, spec, name, per_minute)
+    await store.get("warm-up")
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    stop = time.time() + seconds
+    starts: list[float] = []
+
+    async def caller() -> None:
+        while True:
+            await pacer.acquire()
+            starts.append(time.time())
+            await asyncio.sleep(random.uniform(0.05, 0.5))  # the call itself
+
+    tasks = [asyncio.create_task(caller()) for _ in range(coroutines)]
+    await asyncio.sleep(stop - time.time())
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await store.close()
+    Path(out).write_text(json.dumps([s for s in starts if s < stop]))
+
+
+if __name__ == "__main__":
+    mode, *rest = sys.argv[1:]
+    if mode == "hold":
+        asyncio.run(hold(rest[0], rest[1]))
+    elif mode == "call":
+        asyncio.run(call(rest[0], rest[1], rest[2]))
+    else:
+        asyncio.run(pace(rest[0], rest[1], float(rest[2]), int(rest[3]), float(rest[4]),
+                         rest[5]))
