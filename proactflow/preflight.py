@@ -187,21 +187,21 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                        True)
     else:
         # Every (episode, sample) walks in step with the others, one cache batch per step.
-        walks = [(episode, sample_index, [], [True]) for episode in suite.episodes(frame)
-                 for sample_index in range(settings.samples)]
+        walks: list[tuple[list[int], int, list[Step], list[bool]]] = [
+            (episode, sample_index, [], [True]) for episode in suite.episodes(frame)
+            for sample_index in range(settings.samples)]
         step = 0
         while active := [walk for walk in walks if step < len(walk[0])]:
-            requests = {}
-            for position, (episode, sample_index, earlier, _) in enumerate(active):
-                sample = rows[episode[step]]
-                requests[position] = suite.generation_request(sample, earlier, role,
-                                                              generation_prompts, sample_index)
-            wanted = [r.key for p, r in requests.items() if r is not None and active[p][3][0]]
-            found = {}
+            requests = [suite.generation_request(rows[episode[step]], earlier, role,
+                                                 generation_prompts, sample_index)
+                        for episode, sample_index, earlier, _ in active]
+            wanted = [request.key for request, walk in zip(requests, active)
+                      if request is not None and walk[3][0]]
+            found: dict[str, dict[str, Any]] = {}
             for batch in _batches(wanted):
                 found.update(lookup(batch))
-            for position, (episode, sample_index, earlier, known) in enumerate(active):
-                sample, request = rows[episode[step]], requests[position]
+            for request, (episode, sample_index, earlier, known) in zip(requests, active):
+                sample = rows[episode[step]]
                 outcome = None
                 if request is not None:
                     plan.generation_calls += 1

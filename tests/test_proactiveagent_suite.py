@@ -268,3 +268,69 @@ api_base = "{fake.url}"
     assert summary.startswith("# ProactiveBench sweep") and "openai/other" in summary
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "ProactiveBench (Proactive Agent, THUNLP)" in page and "F1 per split" in page
+
+
+def test_report_shows_measured_rows_and_published_numbers_labelled(served, tmp_path):
+    fake, _ = served
+    store = tmp_path / "store"
+    assert run_cli("run", args(fake, store, tmp_path / "out", "--min-coverage", "0.5")) == 0
+    published = tmp_path / "published"
+    published.mkdir()
+    (published / "some-model.csv").write_text(
+        "Category,Recall,Precision,Accuracy,False-Alarm,F1-Score,Accept Rate,Total Events\n"
+        "real_average,0.5,0.25,0.4,0.75,0.3333,0.25,227\n", encoding="utf-8")
+    assert run_cli("report", ["--store", str(store), "--out", str(tmp_path / "report"),
+                              "--published", str(published), "--include-incomplete"]) == 0
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert "openai/agent judged by openai/reward" in page
+    assert 'class="published"' in page and "some-model (published)" in page
+    board = list(csv.DictReader(open(tmp_path / "report" / "proactiveagent_leaderboard.csv",
+                                     encoding="utf-8")))
+    assert {row["split"] for row in board} == {"demo_all", "demo_coding", "demo_writing"}
+
+
+def test_runs_on_the_benchmarks_own_test_set(shared_data, served, tmp_path):
+    """The 12 real traces (233 events) and the real agent prompts from ../shared; the judge's
+    closing instruction is not among the shared files, so the tests' stand-in is used."""
+    fake, requests = served
+    real = shared_data.parent / "proactiveagent"
+    folder = real / "dataset" / "test_data"
+    argv = ["--suite", "proactiveagent", "--corpus", str(folder),
+            "--eval-model", "openai/agent", "--eval-api-base", fake.url,
+            "--judge-model", "openai/reward", "--judge-api-base", fake.url,
+            "--eval-system-prompt-file", str(real / "agent_system_prompt.txt"),
+            "--judge-prompt", str(real / "reward_system_prompt.txt"),
+            "--prompt", f"agent_instruction={real / 'agent_step_instruction.txt'}",
+            "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
+            "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out"),
+            "--concurrency", "12", "--min-coverage", "0.5"]
+    assert run_cli("run", argv) == 0
+    totals = {row["Category"]: row["Total Events"] for row in
+              csv.DictReader(open(tmp_path / "out" / "metrics.csv", encoding="utf-8"))}
+    assert totals == {"real_average": "233", "real_coding": "112", "real_writing": "121"}
+    # Event 5 of code_11, byte for byte: the real system prompt, events 0-4 bare with the
+    # model's own replies, then event 5 wrapped in the real step instruction.
+    events = [e["observation"] for e in
+              json.loads((folder / "code_11.json").read_text(encoding="utf-8"))]
+    system = (real / "agent_system_prompt.txt").read_text(encoding="utf-8")
+    instruction = (real / "agent_step_instruction.txt").read_text(encoding="utf-8")
+
+    def bare(o):
+        return json.dumps({"Time": o["time"], "Event": o["event"]})
+
+    def answer(o):
+        reply = json.loads(agent({"messages": [{"content": bare(o)}]}).content
+                           .removeprefix("```json\n").removesuffix("\n```"))
+        reply["Response"] = None
+        return json.dumps(reply)
+
+    expected = [{"role": "system", "content": system}]
+    for o in events[:5]:
+        assert "searches the web" not in o["event"]
+        expected += [{"role": "user", "content": bare(o)},
+                     {"role": "assistant", "content": answer(o)}]
+    wrapped = json.dumps({"Instructions": instruction, "Observation": "@"}).replace(
+        "@", bare(events[5]))
+    expected.append({"role": "user", "content": wrapped})
+    assert [r["messages"] for r in requests if r["messages"][-1]["content"] == wrapped] == \
+        [expected]
