@@ -1,10 +1,25 @@
-"""Content-addressed Parquet artifacts: one file per (stage, version, inputs, settings).
+"""Content-addressed Parquet artifacts, run records and cached inputs: the store. `ArtifactStore`
+is the only code that touches the store's files, wherever the store is (storage.py).
 
-A stage output lives at `<root>/artifacts/<stage>/<key>.parquet`, where `key` is the sha256 of
-the canonical JSON of the stage name, its version, its input artifact keys and every setting that
-changes its output. The bytes of a Parquet file vary with library versions, so the name comes from
-what went in, never from the file. Writes go to a temporary file in the same folder and are
-renamed into place, so a reader sees either nothing or a whole file, even after `kill -9`.
+A stage output is named by `key`, the sha256 of the canonical JSON of the stage name, its version,
+its input artifact keys and every setting that changes its output. The bytes of a Parquet file
+vary with library versions, so the name comes from what went in, never from the file.
+
+Layout under the store root (a local folder or `s3://bucket/prefix`):
+
+    artifacts/<stage>/<key>.parquet          version 1: the first complete output, written once
+    artifacts/<stage>/<key>/incomplete.parquet   an output holding error rows, replaced by
+                                                 each new attempt until one is complete
+    artifacts/<stage>/<key>/v<n>.parquet     version n >= 2: what a --refresh asked again,
+                                             written once each
+    artifacts/<stage>/<key>/used             object storage only: when a run last reused it
+    runs/<name>.json                         run records
+    inputs/...                               cached upstream inputs (the judge prompt)
+
+Complete versions are created, never overwritten, so many writers racing for one key leave
+exactly one file and all of them read its bytes; a reader sees nothing or a whole file. The
+current output of a key is its newest complete version, unless the incomplete slot was written
+after it (a refresh whose calls partly failed: the next run recomputes it, as before).
 """
 
 from __future__ import annotations
@@ -12,19 +27,41 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import UserError
 from .keys import canonical_json, content_key
+from .storage import Entry, Storage
 
 _KEY_METADATA = b"proactflow.key_material"
 _COMPLETE_METADATA = b"proactflow.complete"
+_AFTER_METADATA = b"proactflow.after_version"
+"""In an incomplete output: the newest complete version when it was written."""
+_VERSION_FILE = re.compile(r"v(\d+)\.parquet")
+_STATE_ENV = "PROACTFLOW_STATE_DIR"
+
+_storages: dict[tuple[int, str], Storage] = {}
+_storages_lock = threading.Lock()
+
+
+def storage_for(location: str | Path) -> Storage:
+    """One Storage per store and process: the bucket is checked once, and a forked process
+    never reuses its parent's connections."""
+    text = str(location)
+    with _storages_lock:
+        found = _storages.get((os.getpid(), text))
+        if found is None:
+            found = _storages[(os.getpid(), text)] = Storage(text)
+        return found
 
 
 @dataclass(frozen=True)
@@ -47,19 +84,298 @@ class ArtifactSpec:
 
 @dataclass(frozen=True)
 class Artifact:
-    """A stored stage output: its key, where it is and whether it is final."""
+    """A stored stage output: its key, which file holds it and whether it is final. Plain
+    strings only, so it travels between Prefect tasks and processes."""
 
     stage: str
     key: str
-    path: Path
+    store: str
+    """The store it is in, as given (a folder or a URL)."""
+    name: str
+    """Its file, relative to the store root."""
     complete: bool
+    version: int = 1
+    """1 for the first complete output, n >= 2 for a refresh, 0 for an incomplete one."""
 
-    def frame(self) -> pl.DataFrame:
-        return pl.read_parquet(self.path)
+    @property
+    def location(self) -> str:
+        return storage_for(self.store).location(self.name)
+
+    @property
+    def path(self) -> Path:
+        """The file of an artifact in a local store."""
+        storage = storage_for(self.store)
+        if storage.local_root is None:
+            raise ValueError(f"{self.location} is on object storage: it has no local path")
+        return storage.local_root / self.name
+
+    def frame(self, columns: list[str] | None = None) -> pl.DataFrame:
+        storage = storage_for(self.store)
+        if storage.local_root is not None:
+            return pl.read_parquet(storage.local_root / self.name, columns=columns)
+        with storage.errors(), storage.open_input(self.name) as handle:
+            return pl.read_parquet(handle, columns=columns)
+
+    def material(self) -> dict[str, Any]:
+        """The key material it was stored with (stage, version, input keys, settings)."""
+        return json.loads(_metadata(storage_for(self.store), self.name)
+                          .get(_KEY_METADATA, b"{}"))
+
+
+@dataclass
+class StoredKey:
+    """Every file of one artifact key, as listed (no file read)."""
+
+    stage: str
+    key: str
+    versions: dict[int, Entry] = field(default_factory=dict)
+    incomplete: Entry | None = None
+    marker: Entry | None = None
+
+    @property
+    def files(self) -> list[Entry]:
+        return [*self.versions.values(), *([self.incomplete] if self.incomplete else []),
+                *([self.marker] if self.marker else [])]
+
+    @property
+    def modified(self) -> float:
+        """When it was last written or reused."""
+        return max(entry.modified for entry in self.files)
+
+
+def _metadata(storage: Storage, name: str) -> dict[bytes, bytes]:
+    if storage.local_root is not None:
+        return pq.read_schema(storage.local_root / name).metadata or {}
+    with storage.errors(), storage.open_input(name) as handle:
+        return pq.read_schema(handle).metadata or {}
+
+
+def _temporary(name: str) -> bool:
+    """A write killed half-way (local stores write beside the target, then link or rename)."""
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(".") and base.endswith(".tmp")
+
+
+class ArtifactStore:
+    """Parquet artifacts, run records and cached inputs under one root: a folder or a URL.
+
+    `refreshing` names the stages this handle writes anew even where a complete output exists
+    (a --refresh run, and the stages computed from the one refreshed); any other writer that
+    finds a complete output already stored keeps that one and returns it.
+    """
+
+    def __init__(self, root: Path | str, *, refreshing: Iterable[str] = ()):
+        self._storage = storage_for(root)
+        self.url = self._storage.url
+        self.refreshing = frozenset(refreshing)
+
+    @property
+    def is_local(self) -> bool:
+        return self._storage.is_local
+
+    @property
+    def root(self) -> Path:
+        """The folder of a local store. Callers that still build paths need one."""
+        if self._storage.local_root is None:
+            raise UserError(f"store {self.url}: this command needs a store in a local folder "
+                            "(it does not support object storage yet)")
+        return self._storage.local_root
+
+    def local_dir(self, name: str) -> Path:
+        """A local folder for what cannot live on object storage (the SQLite call cache and
+        rate-limit budget): the store's own subfolder, or, for a remote store, one per store
+        under $PROACTFLOW_STATE_DIR (default ~/.cache/proactflow), shared by this machine's
+        runs only."""
+        if self._storage.local_root is not None:
+            return self._storage.local_root / name
+        base = Path(os.environ.get(_STATE_ENV) or Path.home() / ".cache" / "proactflow")
+        tag = re.sub(r"[^A-Za-z0-9._-]+", "_", self.url.split("://", 1)[1]).strip("_")
+        return base.expanduser() / f"{tag[:80]}-{content_key(self.url)[:8]}" / name
+
+    # Artifacts.
+
+    @staticmethod
+    def _first(stage: str, key: str) -> str:
+        return f"artifacts/{stage}/{key}.parquet"
+
+    def path_for(self, stage: str, key: str) -> Path:
+        """The file of version 1 in a local store (for callers not yet on `get_by_key`)."""
+        return self.root / self._first(stage, key)
+
+    def stored_key(self, stage: str, key: str) -> StoredKey:
+        """Every file of one key: two requests on object storage (a HEAD and a LIST)."""
+        found = StoredKey(stage, key)
+        first = self._storage.info(self._first(stage, key))
+        if first is not None:
+            found.versions[1] = first
+        for entry in self._storage.files(f"artifacts/{stage}/{key}"):
+            self._file_of(found, entry)
+        return found
+
+    @staticmethod
+    def _file_of(found: StoredKey, entry: Entry) -> None:
+        base = entry.name.rsplit("/", 1)[-1]
+        version = _VERSION_FILE.fullmatch(base)
+        if version and int(version.group(1)) >= 2:
+            found.versions[int(version.group(1))] = entry
+        elif base == "incomplete.parquet":
+            found.incomplete = entry
+        elif base == "used":
+            found.marker = entry
+
+    def current(self, found: StoredKey) -> Artifact | None:
+        """The output a reader gets for a key: its newest complete version, or the incomplete
+        one when that was written after it (or nothing else exists)."""
+        latest = max(found.versions, default=0)
+        if found.incomplete is not None and (
+                not latest or int(_metadata(self._storage, found.incomplete.name)
+                                  .get(_AFTER_METADATA, b"0")) >= latest):
+            return self._artifact(found.stage, found.key, found.incomplete.name, 0, False)
+        if not latest:
+            return None
+        name = found.versions[latest].name
+        # Only version 1 can be incomplete: a store written before complete outputs were
+        # kept apart held both kinds there.
+        complete = latest > 1 or _metadata(self._storage, name).get(
+            _COMPLETE_METADATA, b"true") == b"true"
+        return self._artifact(found.stage, found.key, name, latest, complete)
+
+    def _artifact(self, stage: str, key: str, name: str, version: int, complete: bool
+                  ) -> Artifact:
+        return Artifact(stage, key, self.url, name, complete, version)
+
+    def get(self, spec: ArtifactSpec) -> Artifact | None:
+        """The stored artifact for `spec`, or None when it was never written. A hit is marked as
+        just used, so that `proactflow gc` keeps what a run in progress reuses."""
+        found = self.current(self.stored_key(spec.stage, spec.key))
+        if found is not None:
+            self._mark_used(found)
+        return found
+
+    def _mark_used(self, artifact: Artifact) -> None:
+        if self._storage.is_local:
+            self._storage.touch(artifact.name)
+        else:  # an object's time cannot change without rewriting it: a marker beside it
+            self._storage.replace(f"artifacts/{artifact.stage}/{artifact.key}/used", b"")
+
+    def get_by_key(self, stage: str, key: str) -> Artifact:
+        """A stored artifact named by its key (for one whose spec is not at hand)."""
+        found = self.current(self.stored_key(stage, key))
+        if found is None:
+            raise FileNotFoundError(f"no {stage} artifact {key} in {self.url}")
+        return found
+
+    def exists(self, stage: str, key: str) -> bool:
+        return bool(self.stored_key(stage, key).files)
+
+    def material(self, stage: str, key: str) -> dict[str, Any]:
+        """The key material of a stored artifact (FileNotFoundError when there is none)."""
+        return self.get_by_key(stage, key).material()
+
+    def key_material(self, location: Path | str) -> dict[str, Any]:
+        """The key material of the artifact file at `location` (a path in a local store)."""
+        return json.loads((pq.read_schema(location).metadata or {}).get(_KEY_METADATA, b"{}"))
+
+    def put(self, spec: ArtifactSpec, table: pa.Table, *, complete: bool = True) -> Artifact:
+        """Store a stage output. `complete=False` marks one holding failures to retry later.
+
+        Returns what is stored now: when another writer stored a complete output of this key
+        first, that one (unless this handle refreshes the stage), so racing runs all go on with
+        the same bytes."""
+        found = self.stored_key(spec.stage, spec.key)
+        current = self.current(found)
+        if spec.stage not in self.refreshing and current is not None and current.complete:
+            return current
+        latest = max(found.versions, default=0)
+        if not complete:
+            name = f"artifacts/{spec.stage}/{spec.key}/incomplete.parquet"
+            self._storage.replace(name, _encode(spec, table, False, latest))
+            return self._artifact(spec.stage, spec.key, name, 0, False)
+        data = _encode(spec, table, True, None)
+        version = latest + 1
+        while True:
+            name = self._first(spec.stage, spec.key) if version == 1 else \
+                f"artifacts/{spec.stage}/{spec.key}/v{version}.parquet"
+            if self._storage.create(name, data):
+                return self._artifact(spec.stage, spec.key, name, version, True)
+            winner = self.current(self.stored_key(spec.stage, spec.key))
+            if winner is not None and winner.complete and winner.version >= version:
+                return winner  # another writer created this version first: theirs is kept
+            version += 1  # an incomplete version 1 of an older store: the next one
+
+    def inventory(self) -> tuple[list[StoredKey], list[Entry]]:
+        """Every artifact key of the store with its files (one listing, no file read), and
+        the temporary files of writes killed half-way."""
+        keys: dict[tuple[str, str], StoredKey] = {}
+        leftovers = []
+        for entry in self._storage.files("artifacts"):
+            parts = entry.name.split("/")
+            if _temporary(entry.name):
+                leftovers.append(entry)
+            elif len(parts) == 3 and parts[2].endswith(".parquet"):
+                stage, key = parts[1], parts[2].removesuffix(".parquet")
+                keys.setdefault((stage, key), StoredKey(stage, key)).versions[1] = entry
+            elif len(parts) == 4:
+                found = keys.setdefault((parts[1], parts[2]), StoredKey(parts[1], parts[2]))
+                self._file_of(found, entry)
+        return [found for _, found in sorted(keys.items())], leftovers
+
+    def keys(self, stage: str) -> dict[str, float]:
+        """Key -> when it was last written or reused, of every stored artifact of a stage."""
+        return {k.key: k.modified for k in self.inventory()[0]
+                if k.stage == stage and (k.versions or k.incomplete)}
+
+    def remove(self, entries: Iterable[Entry]) -> None:
+        """Remove files listed by `inventory` (gc)."""
+        for entry in entries:
+            self._storage.remove(entry.name)
+
+    # Run records and cached inputs.
+
+    def write_json(self, relative: str, value: Any) -> str:
+        """Write a JSON file (a run record: `runs/<name>.json`); returns where it is."""
+        data = (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
+        self._storage.replace(relative, data)
+        return self._storage.location(relative)
+
+    def records(self) -> list[tuple[Entry, bytes]]:
+        """Every run record file with its bytes, by name."""
+        entries = [e for e in self._storage.files("runs")
+                   if e.name.endswith(".json") and e.name.count("/") == 1]
+        return [(entry, self._storage.read(entry.name)) for entry in entries]
+
+    def remove_record(self, name: str) -> None:
+        """Remove the run record `runs/<name>.json`."""
+        self._storage.remove(f"runs/{name}.json")
+
+    def location(self, relative: str) -> str:
+        return self._storage.location(relative)
+
+    def read_input(self, relative: str) -> bytes | None:
+        """A cached input (`inputs/<relative>`), or None when it is not cached."""
+        try:
+            return self._storage.read(f"inputs/{relative}")
+        except FileNotFoundError:
+            return None
+
+    def write_input(self, relative: str, data: bytes) -> None:
+        self._storage.replace(f"inputs/{relative}", data)
+
+
+def _encode(spec: ArtifactSpec, table: pa.Table, complete: bool, after: int | None) -> bytes:
+    metadata = dict(table.schema.metadata or {})
+    metadata[_KEY_METADATA] = canonical_json(spec.material()).encode("utf-8")
+    metadata[_COMPLETE_METADATA] = b"true" if complete else b"false"
+    if after is not None:
+        metadata[_AFTER_METADATA] = str(after).encode()
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(metadata), buffer, compression="zstd")
+    return buffer.getvalue().to_pybytes()
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes so that `path` holds either the old content or all of the new."""
+    """Write bytes to a local file (exports, reports) so that `path` holds either the old
+    content or all of the new."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -77,55 +393,3 @@ def write_parquet_atomic(path: Path, frame: pl.DataFrame) -> None:
     buffer = io.BytesIO()
     frame.write_parquet(buffer)
     write_atomic(path, buffer.getvalue())
-
-
-class ArtifactStore:
-    """Parquet artifacts, judge prompts and run records under one root folder."""
-
-    def __init__(self, root: Path | str):
-        self.root = Path(root).expanduser()
-
-    def path_for(self, stage: str, key: str) -> Path:
-        return self.root / "artifacts" / stage / f"{key}.parquet"
-
-    def get(self, spec: ArtifactSpec) -> Artifact | None:
-        """The stored artifact for `spec`, or None when it was never written. A hit is marked as
-        just used (its file time), so that `proactflow gc` keeps what a run in progress reuses."""
-        try:
-            artifact = self.get_by_key(spec.stage, spec.key)
-        except FileNotFoundError:
-            return None
-        try:
-            os.utime(artifact.path)
-        except OSError:
-            pass  # a read-only store still serves reads
-        return artifact
-
-    def get_by_key(self, stage: str, key: str) -> Artifact:
-        """A stored artifact named by its key (for one whose spec is not at hand)."""
-        path = self.path_for(stage, key)
-        if not path.exists():
-            raise FileNotFoundError(f"no {stage} artifact {key} in {self.root}")
-        metadata = pq.read_schema(path).metadata or {}
-        return Artifact(stage, key, path, metadata.get(_COMPLETE_METADATA, b"true") == b"true")
-
-    def put(self, spec: ArtifactSpec, table: pa.Table, *, complete: bool = True) -> Artifact:
-        """Store a stage output. `complete=False` marks one holding failures to retry later."""
-        metadata = dict(table.schema.metadata or {})
-        metadata[_KEY_METADATA] = canonical_json(spec.material()).encode("utf-8")
-        metadata[_COMPLETE_METADATA] = b"true" if complete else b"false"
-        table = table.replace_schema_metadata(metadata)
-        buffer = pa.BufferOutputStream()
-        pq.write_table(table, buffer, compression="zstd")
-        path = self.path_for(spec.stage, spec.key)
-        write_atomic(path, buffer.getvalue().to_pybytes())
-        return Artifact(spec.stage, spec.key, path, complete)
-
-    def key_material(self, path: Path) -> dict[str, Any]:
-        metadata = pq.read_schema(path).metadata or {}
-        return json.loads(metadata.get(_KEY_METADATA, b"{}"))
-
-    def write_json(self, relative: str, value: Any) -> Path:
-        path = self.root / relative
-        write_atomic(path, (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode())
-        return path

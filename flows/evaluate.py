@@ -21,12 +21,12 @@ from prefect.artifacts import acreate_link_artifact, acreate_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from proactflow.cache.artifacts import Artifact
+from proactflow.cache.artifacts import Artifact, ArtifactStore
 from proactflow.exports import write_outputs
 from proactflow.pipeline import (StageReport, load_judge_prompt, materialize_judgments,
                                  materialize_phase_scores, materialize_responses,
-                                 materialize_triggers, open_call_cache, open_store,
-                                 responses_ready, stored_responses, with_endpoint_fingerprints)
+                                 materialize_triggers, open_call_cache, responses_ready,
+                                 stored_responses, with_endpoint_fingerprints)
 from proactflow.pools import run_together
 from proactflow.records import run_provenance, usage_and_cost, write_run_record
 from proactflow.settings import RunSettings
@@ -34,17 +34,23 @@ from proactflow.sources import locate_corpus
 from proactflow.streaming import RowStream
 
 
+def run_store(settings: RunSettings) -> ArtifactStore:
+    """The store as this run writes it: a --refresh writes new versions of the stages it asks
+    again, where any other writer keeps a complete output already stored."""
+    return ArtifactStore(settings.store, refreshing=settings.refreshed_stages())
+
+
 @task(name="triggers", cache_policy=NO_CACHE, persist_result=False)
 def triggers_task(settings: RunSettings) -> tuple[Artifact, StageReport, str]:
     corpus = locate_corpus(settings.corpus)
-    artifact, report = materialize_triggers(settings, open_store(settings), corpus)
+    artifact, report = materialize_triggers(settings, run_store(settings), corpus)
     return artifact, report, corpus.revision
 
 
 @task(name="responses", cache_policy=NO_CACHE, persist_result=False)
 async def responses_task(settings: RunSettings, triggers: Artifact,
                          stream: RowStream | None = None) -> tuple[Artifact, StageReport]:
-    store = open_store(settings)
+    store = run_store(settings)
     calls = open_call_cache(store)
     try:
         return await materialize_responses(settings, store, calls, triggers, get_run_logger(),
@@ -56,7 +62,7 @@ async def responses_task(settings: RunSettings, triggers: Artifact,
 @task(name="judgments", cache_policy=NO_CACHE, persist_result=False)
 async def judgments_task(settings: RunSettings, triggers: Artifact,
                          responses: Artifact | RowStream) -> tuple[Artifact, StageReport, str]:
-    store = open_store(settings)
+    store = run_store(settings)
     prompt = load_judge_prompt(settings, store)
     calls = open_call_cache(store)
     try:
@@ -70,7 +76,7 @@ async def judgments_task(settings: RunSettings, triggers: Artifact,
 @task(name="phase_scores", cache_policy=NO_CACHE, persist_result=False)
 def phase_scores_task(settings: RunSettings, judgments: Artifact, recompute: bool = False
                       ) -> tuple[Artifact, StageReport]:
-    return materialize_phase_scores(open_store(settings), judgments, recompute=recompute)
+    return materialize_phase_scores(run_store(settings), judgments, recompute=recompute)
 
 
 def _slug(text: str) -> str:
@@ -94,7 +100,7 @@ async def _run(settings: RunSettings, *, regenerate: bool,
     clock = time.monotonic()
     settings = with_endpoint_fingerprints(
         settings, ("model_under_test", "judge") if regenerate else ("judge",))
-    store = open_store(settings)
+    store = run_store(settings)
     if stored is None:
         triggers, triggers_report, revision = triggers_task(settings)
         reports = [triggers_report]
@@ -103,7 +109,7 @@ async def _run(settings: RunSettings, *, regenerate: bool,
     else:
         triggers, ready = (store.get_by_key("triggers", stored[0]),
                            store.get_by_key("responses", stored[1]))
-        revision = store.key_material(triggers.path)["settings"].get("corpus_revision", "")
+        revision = triggers.material()["settings"].get("corpus_revision", "")
         reports = [StageReport(a.stage, a.key, True, a.complete, 0.0, a.frame().height)
                    for a in (triggers, ready)]
     if ready is None:

@@ -27,7 +27,7 @@ BOOTSTRAP_SEED = 0
 def _evaluation(settings: RunSettings, result: dict[str, Any]) -> Evaluation:
     key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
     store = ArtifactStore(settings.store)
-    evaluation = evaluation_of(store, store.path_for("judgments", key))
+    evaluation = evaluation_of(store, key)
     if evaluation is None:  # the flow just wrote it: its inputs are there
         raise RuntimeError(f"judgments {key} of this sweep lost its inputs")
     return evaluation

@@ -88,7 +88,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     evaluation in the store)."""
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
     if not evaluations:
-        raise UserError(f"no complete evaluations in {store.root} for this selection: run "
+        raise UserError(f"no complete evaluations in {store.url} for this selection: run "
                         "'proactflow run' or 'proactflow import' first, or see "
                         "'proactflow report --help' for the selection options")
     tagged = pl.concat([_tagged(e) for e in evaluations], how="diagonal_relaxed")

@@ -13,12 +13,13 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, field_serializer, field_validator,
+                      model_validator)
 
 from .cache.keys import text_sha256
 from .effective import Deviation, conform_generation
 from .endpoints import effective_endpoint
-from .redaction import redact_url
+from .redaction import redact_url, url_has_secrets
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
 DEFAULT_STORE = ".proactflow"
@@ -207,7 +208,8 @@ class RunSettings(BaseModel):
     judge_response_format: Literal["json_schema", "json_object", "none"] = Field(
         default="json_schema", description="Structured-output mode requested from the judge.")
     store: str = Field(default_factory=lambda: default_store(),
-                       description="Root folder of the artifact store.")
+                       description="The artifact store: a local folder, or an fsspec URL "
+                                   "(s3://bucket/prefix) with credentials in AWS_* variables.")
     out: str | None = Field(default=None, description="Folder for CSV/JSON exports.")
     runtime: RuntimeOptions = Field(default_factory=RuntimeOptions, description="Call options.")
     refresh: Refresh | None = Field(
@@ -219,8 +221,21 @@ class RunSettings(BaseModel):
         description="Smallest share of triggers that must be scored for the run to count as a "
                     "success (exit status 0); None: every trigger not lost to an error.")
 
+    @field_validator("store")
+    @classmethod
+    def _store_without_secrets(cls, value: str) -> str:
+        return check_store(value)
+
     def refreshes(self, stage: str) -> bool:
         return self.refresh == "all" or self.refresh == stage
+
+    def refreshed_stages(self) -> frozenset[str]:
+        """The stages written anew even where a complete output is stored: the one --refresh
+        names and those computed from it (their inputs changed under the same key)."""
+        if self.refresh is None:
+            return frozenset()
+        chain = ("responses", "judgments", "phase_scores")
+        return frozenset(chain[0 if self.refresh in ("all", "responses") else 1:])
 
     @property
     def protocol_conformant(self) -> bool:
@@ -241,6 +256,16 @@ class RunSettings(BaseModel):
                     data[role] = {**given, "generation": generation.model_dump(),
                                   "deviations": [d.model_dump() for d in deviations]}
         return data
+
+
+def check_store(value: str) -> str:
+    """A store location, refused when it is a URL carrying credentials or options: those come
+    from the AWS_* environment variables, never from settings, records or parameters."""
+    if "://" in value and url_has_secrets(value):
+        raise ValueError("a store URL is s3://bucket/prefix, without credentials or options: "
+                         "they come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+                         "AWS_ENDPOINT_URL and AWS_REGION")
+    return value
 
 
 def default_store() -> str:

@@ -1,7 +1,8 @@
 """Sweep configuration: many models under test, one or more judges, one corpus.
 
 ```toml
-store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow
+store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow;
+                                      # or "s3://bucket/prefix" (credentials: AWS_* variables)
 out = "results/nightly"               # leaderboard.csv and per-model exports go here
 corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
 revision = "<commit sha>"             # optional hub revision of the corpus
@@ -35,8 +36,8 @@ from .effective import safety_settings_off
 from .errors import UserError
 from .redaction import redact_url
 from .evaluations import safe_name
-from .settings import (CorpusSource, ModelRole, Role, RunSettings, RuntimeOptions, default_store,
-                       role_generation)
+from .settings import (CorpusSource, ModelRole, Role, RunSettings, RuntimeOptions, check_store,
+                       default_store, role_generation)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -92,7 +93,8 @@ class SweepConfig(BaseModel):
 
     models: list[SweepModel] = Field(min_length=1, description="Models under test.")
     judges: list[SweepModel] = Field(min_length=1, description="Judges; each scores every model.")
-    store: str | None = Field(default=None, description="Artifact store root.")
+    store: str | None = Field(default=None, description="Artifact store: a folder or an fsspec "
+                                                        "URL (s3://bucket/prefix).")
     out: str | None = Field(default=None, description="Folder for the leaderboard and exports.")
     corpus: str | None = Field(default=None, description="Local corpus; default the hub.")
     revision: str | None = Field(default=None, description="Hub revision to pin.")
@@ -103,6 +105,11 @@ class SweepConfig(BaseModel):
     min_coverage: float | None = Field(
         default=None, ge=0, le=1, description="Share of triggers each pair must score for the "
                                               "sweep to succeed; default: none lost to errors.")
+
+    @field_validator("store")
+    @classmethod
+    def _store_without_secrets(cls, value: str | None) -> str | None:
+        return check_store(value) if value else value
 
     def runs(self) -> list[RunSettings]:
         """One RunSettings per (model, judge), in file order."""

@@ -92,12 +92,10 @@ def rejudge_all(args: argparse.Namespace) -> int:
 
 def judgments_of(settings: RunSettings, result: dict[str, Any]):
     """The judgments table a flow run produced."""
-    import polars as pl
-
     from ..cache.artifacts import ArtifactStore
 
     key = next(stage["key"] for stage in result["stages"] if stage["stage"] == "judgments")
-    return pl.read_parquet(ArtifactStore(settings.store).path_for("judgments", key))
+    return ArtifactStore(settings.store).get_by_key("judgments", key).frame()
 
 
 def report_agreement(frames: list, out: str | None) -> None:
