@@ -1,5 +1,6 @@
 """Content-addressed Parquet artifacts, run records and cached inputs: the store. `ArtifactStore`
-is the only code that touches the store's files, wherever the store is (storage.py).
+is the only code that touches the store's files, wherever the store is (storage.py reads and
+writes them; artifact.py is one artifact and its Parquet footer).
 
 A stage output is named by `key`, the sha256 of the canonical JSON of the stage name, its version,
 its input artifact keys and every setting that changes its output. The bytes of a Parquet file
@@ -29,8 +30,6 @@ import json
 import os
 import re
 import tempfile
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -39,115 +38,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import UserError
-from .keys import canonical_json, content_key
-from .storage import Entry, Storage
+from .artifact import (AFTER_METADATA, COMPLETE_METADATA, KEY_METADATA, Artifact, ArtifactSpec,
+                       StoredKey, encode, read_metadata, storage_for)
+from .keys import content_key
+from .storage import Entry
 
-_KEY_METADATA = b"proactflow.key_material"
-_COMPLETE_METADATA = b"proactflow.complete"
-_AFTER_METADATA = b"proactflow.after_version"
-"""In an incomplete output: the newest complete version when it was written."""
+__all__ = ["Artifact", "ArtifactSpec", "ArtifactStore", "StoredKey", "storage_for",
+           "write_atomic", "write_parquet_atomic"]
+
 _VERSION_FILE = re.compile(r"v(\d+)\.parquet")
 _STATE_ENV = "PROACTFLOW_STATE_DIR"
-
-_storages: dict[tuple[int, str], Storage] = {}
-_storages_lock = threading.Lock()
-
-
-def storage_for(location: str | Path) -> Storage:
-    """One Storage per store and process: the bucket is checked once, and a forked process
-    never reuses its parent's connections."""
-    text = str(location)
-    with _storages_lock:
-        found = _storages.get((os.getpid(), text))
-        if found is None:
-            found = _storages[(os.getpid(), text)] = Storage(text)
-        return found
-
-
-@dataclass(frozen=True)
-class ArtifactSpec:
-    """What identifies one stage output."""
-
-    stage: str
-    version: int
-    inputs: dict[str, str]
-    settings: dict[str, Any]
-
-    def material(self) -> dict[str, Any]:
-        return {"stage": self.stage, "version": self.version, "inputs": self.inputs,
-                "settings": self.settings}
-
-    @property
-    def key(self) -> str:
-        return content_key(self.material())
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """A stored stage output: its key, which file holds it and whether it is final. Plain
-    strings only, so it travels between Prefect tasks and processes."""
-
-    stage: str
-    key: str
-    store: str
-    """The store it is in, as given (a folder or a URL)."""
-    name: str
-    """Its file, relative to the store root."""
-    complete: bool
-    version: int = 1
-    """1 for the first complete output, n >= 2 for a refresh, 0 for an incomplete one."""
-
-    @property
-    def location(self) -> str:
-        return storage_for(self.store).location(self.name)
-
-    @property
-    def path(self) -> Path:
-        """The file of an artifact in a local store."""
-        storage = storage_for(self.store)
-        if storage.local_root is None:
-            raise ValueError(f"{self.location} is on object storage: it has no local path")
-        return storage.local_root / self.name
-
-    def frame(self, columns: list[str] | None = None) -> pl.DataFrame:
-        storage = storage_for(self.store)
-        if storage.local_root is not None:
-            return pl.read_parquet(storage.local_root / self.name, columns=columns)
-        with storage.errors(), storage.open_input(self.name) as handle:
-            return pl.read_parquet(handle, columns=columns)
-
-    def material(self) -> dict[str, Any]:
-        """The key material it was stored with (stage, version, input keys, settings)."""
-        return json.loads(_metadata(storage_for(self.store), self.name)
-                          .get(_KEY_METADATA, b"{}"))
-
-
-@dataclass
-class StoredKey:
-    """Every file of one artifact key, as listed (no file read)."""
-
-    stage: str
-    key: str
-    versions: dict[int, Entry] = field(default_factory=dict)
-    incomplete: Entry | None = None
-    marker: Entry | None = None
-
-    @property
-    def files(self) -> list[Entry]:
-        return [*self.versions.values(), *([self.incomplete] if self.incomplete else []),
-                *([self.marker] if self.marker else [])]
-
-    @property
-    def modified(self) -> float:
-        """When it was last written or reused."""
-        return max(entry.modified for entry in self.files)
-
-
-def _metadata(storage: Storage, name: str) -> dict[bytes, bytes]:
-    if storage.local_root is not None:
-        return pq.read_schema(storage.local_root / name).metadata or {}
-    with storage.errors(), storage.open_input(name) as handle:
-        return pq.read_schema(handle).metadata or {}
 
 
 def _temporary(name: str) -> bool:
@@ -203,13 +103,20 @@ class ArtifactStore:
         return self.root / self._first(stage, key)
 
     def stored_key(self, stage: str, key: str) -> StoredKey:
-        """Every file of one key: two requests on object storage (a HEAD and a LIST)."""
+        """Every file of one key: locally a stat and a look into its folder; on object storage
+        one listing of the names that start with the key."""
         found = StoredKey(stage, key)
-        first = self._storage.info(self._first(stage, key))
-        if first is not None:
-            found.versions[1] = first
-        for entry in self._storage.files(f"artifacts/{stage}/{key}"):
-            self._file_of(found, entry)
+        if self._storage.is_local:
+            first = self._storage.info(self._first(stage, key))
+            entries = [first] if first is not None else []
+            entries += self._storage.files(f"artifacts/{stage}/{key}")
+        else:
+            entries = self._storage.files(f"artifacts/{stage}", starting=key)
+        for entry in entries:
+            if entry.name == self._first(stage, key):
+                found.versions[1] = entry
+            elif entry.name.startswith(f"artifacts/{stage}/{key}/"):
+                self._file_of(found, entry)
         return found
 
     @staticmethod
@@ -228,16 +135,16 @@ class ArtifactStore:
         one when that was written after it (or nothing else exists)."""
         latest = max(found.versions, default=0)
         if found.incomplete is not None and (
-                not latest or int(_metadata(self._storage, found.incomplete.name)
-                                  .get(_AFTER_METADATA, b"0")) >= latest):
+                not latest or int(read_metadata(self._storage, found.incomplete.name)
+                                  .get(AFTER_METADATA, b"0")) >= latest):
             return self._artifact(found.stage, found.key, found.incomplete.name, 0, False)
         if not latest:
             return None
         name = found.versions[latest].name
         # Only version 1 can be incomplete: a store written before complete outputs were
         # kept apart held both kinds there.
-        complete = latest > 1 or _metadata(self._storage, name).get(
-            _COMPLETE_METADATA, b"true") == b"true"
+        complete = latest > 1 or read_metadata(self._storage, name).get(
+            COMPLETE_METADATA, b"true") == b"true"
         return self._artifact(found.stage, found.key, name, latest, complete)
 
     def _artifact(self, stage: str, key: str, name: str, version: int, complete: bool
@@ -274,7 +181,7 @@ class ArtifactStore:
 
     def key_material(self, location: Path | str) -> dict[str, Any]:
         """The key material of the artifact file at `location` (a path in a local store)."""
-        return json.loads((pq.read_schema(location).metadata or {}).get(_KEY_METADATA, b"{}"))
+        return json.loads((pq.read_schema(location).metadata or {}).get(KEY_METADATA, b"{}"))
 
     def put(self, spec: ArtifactSpec, table: pa.Table, *, complete: bool = True) -> Artifact:
         """Store a stage output. `complete=False` marks one holding failures to retry later.
@@ -289,9 +196,9 @@ class ArtifactStore:
         latest = max(found.versions, default=0)
         if not complete:
             name = f"artifacts/{spec.stage}/{spec.key}/incomplete.parquet"
-            self._storage.replace(name, _encode(spec, table, False, latest))
+            self._storage.replace(name, encode(spec, table, False, latest))
             return self._artifact(spec.stage, spec.key, name, 0, False)
-        data = _encode(spec, table, True, None)
+        data = encode(spec, table, True, None)
         version = latest + 1
         while True:
             name = self._first(spec.stage, spec.key) if version == 1 else \
@@ -360,17 +267,6 @@ class ArtifactStore:
 
     def write_input(self, relative: str, data: bytes) -> None:
         self._storage.replace(f"inputs/{relative}", data)
-
-
-def _encode(spec: ArtifactSpec, table: pa.Table, complete: bool, after: int | None) -> bytes:
-    metadata = dict(table.schema.metadata or {})
-    metadata[_KEY_METADATA] = canonical_json(spec.material()).encode("utf-8")
-    metadata[_COMPLETE_METADATA] = b"true" if complete else b"false"
-    if after is not None:
-        metadata[_AFTER_METADATA] = str(after).encode()
-    buffer = pa.BufferOutputStream()
-    pq.write_table(table.replace_schema_metadata(metadata), buffer, compression="zstd")
-    return buffer.getvalue().to_pybytes()
 
 
 def write_atomic(path: Path, data: bytes) -> None:

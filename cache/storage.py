@@ -10,7 +10,7 @@ Two kinds of write:
 
 Credentials and endpoint come only from the standard AWS_* environment variables, read by
 botocore; nothing here takes, stores or prints them. An unknown bucket or refused credentials are
-one-line UserErrors, checked once, on first use, with HeadBucket.
+one-line UserErrors (remote.py), checked once, on first use, with HeadBucket.
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
 from contextlib import contextmanager
-from urllib.parse import urlsplit
+from typing import Any, Iterator
 
-import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import UserError
-from ..redaction import redact, url_has_secrets
+from ..redaction import url_has_secrets
+from .remote import check_bucket, is_url, open_filesystem, problem, s3_code
 
 _CONFLICT_RETRIES = 5
 """S3 answers 409 ConditionalRequestConflict while a conflicting write is in flight: retry."""
@@ -44,40 +43,6 @@ class Entry:
     name: str
     size: int
     modified: float
-
-
-def is_url(location: str | Path) -> bool:
-    return "://" in str(location) and not str(location).startswith("file://")
-
-
-def filesystem_options(protocol: str) -> dict[str, Any]:
-    """Options for an object-storage filesystem: listings never cached (other processes write
-    the same store), the region from AWS_REGION (botocore reads only AWS_DEFAULT_REGION)."""
-    if protocol not in ("s3", "s3a"):
-        return {}
-    options: dict[str, Any] = {"use_listings_cache": False}
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        options["client_kwargs"] = {"region_name": region}
-    return options
-
-
-def open_filesystem(url: str) -> tuple[Any, str]:
-    """The fsspec filesystem and path of a store URL (fsspec caches one instance per options)."""
-    protocol = url.split("://", 1)[0]
-    try:
-        return fsspec.core.url_to_fs(url, **filesystem_options(protocol))
-    except (ImportError, ValueError) as exc:
-        raise UserError(f"store {url}: cannot open this kind of storage ({exc})") from None
-
-
-def _s3_code(exc: BaseException) -> str:
-    """The S3 error code (or HTTP status) behind an exception s3fs translated, else ''."""
-    cause = exc.__cause__ if exc.__cause__ is not None else exc
-    response = getattr(cause, "response", None) or {}
-    code = str((response.get("Error") or {}).get("Code") or "")
-    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-    return code or str(status or "")
 
 
 def _modified(info: dict[str, Any]) -> float:
@@ -133,47 +98,19 @@ class Storage:
         except (FileNotFoundError, FileExistsError):
             raise
         except Exception as exc:
-            problem = self._problem(exc)
-            if problem is None:
+            found = problem(exc, self.url)
+            if found is None:
                 raise
-            raise UserError(problem) from None
-
-    def _problem(self, exc: Exception) -> str | None:
-        import botocore.exceptions as boto
-
-        where = f"store {self.url}"
-        if isinstance(exc, boto.NoCredentialsError):
-            return (f"{where}: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                    "(and AWS_ENDPOINT_URL for a server other than AWS)")
-        if isinstance(exc, PermissionError) or _s3_code(exc) in ("403", "AccessDenied"):
-            return (f"{where}: the server refused the credentials of AWS_ACCESS_KEY_ID / "
-                    f"AWS_SECRET_ACCESS_KEY ({redact(str(exc)) or 'access denied'})")
-        if isinstance(exc, (boto.EndpointConnectionError, boto.ConnectionError)):
-            endpoint = os.environ.get("AWS_ENDPOINT_URL") or "the default AWS endpoint"
-            return f"{where}: cannot reach {redact(endpoint)} (AWS_ENDPOINT_URL): {redact(str(exc))}"
-        if isinstance(exc, boto.BotoCoreError):
-            return f"{where}: {redact(str(exc))}"
-        return None
+            raise UserError(found) from None
 
     def _check(self) -> None:
-        """Once per store: the bucket exists and the credentials are accepted."""
+        """Once per store and process: the bucket exists and the credentials are accepted."""
         if self._checked:
             return
         with self._lock:
-            if self._checked:
-                return
-            bucket = urlsplit(self.url).netloc
-            try:
-                self.fs.call_s3("head_bucket", Bucket=bucket)
-            except FileNotFoundError:
-                raise UserError(f"store {self.url}: bucket {bucket} does not exist (create it, "
-                                "or check AWS_ENDPOINT_URL)") from None
-            except Exception as exc:
-                problem = self._problem(exc)
-                if problem is None:
-                    raise UserError(f"store {self.url}: {redact(str(exc))}") from None
-                raise UserError(problem) from None
-            self._checked = True
+            if not self._checked:
+                check_bucket(self.fs, self.url)
+                self._checked = True
 
     # Writes.
 
@@ -192,7 +129,7 @@ class Storage:
                 except OSError as exc:
                     # s3fs maps 412 to FileExistsError only when the server names the condition
                     # (AWS does, SeaweedFS does not): read the code itself.
-                    code = _s3_code(exc)
+                    code = s3_code(exc)
                     if code in ("PreconditionFailed", "412"):
                         return False
                     if code in ("ConditionalRequestConflict", "409") \
@@ -285,15 +222,18 @@ class Storage:
             return None
         return Entry(name, int(found.get("size") or 0), _modified(found))
 
-    def files(self, folder: str) -> list[Entry]:
-        """Every file under `folder` (recursively; names relative to the root), sorted by name;
-        empty when the folder does not exist. One listing request per 1000 objects on S3."""
+    def files(self, folder: str, starting: str = "") -> list[Entry]:
+        """Every file under `folder` (recursively; names relative to the root) whose path below
+        it starts with `starting`, sorted by name; empty when there is none. One listing
+        request per 1000 objects on S3."""
         if self.local_root is not None:
             top = self.local_root / folder
             found = []
             for directory, _, names in os.walk(top):
                 for file_name in names:
                     path = Path(directory) / file_name
+                    if not path.relative_to(top).as_posix().startswith(starting):
+                        continue
                     try:
                         stat = path.stat()
                     except FileNotFoundError:
@@ -303,7 +243,8 @@ class Storage:
             return sorted(found, key=lambda entry: entry.name)
         with self.errors():
             try:
-                listed = self.fs.find(self._full(folder), detail=True)
+                listed = self.fs.find(self._full(folder), detail=True,
+                                      **({"prefix": starting} if starting else {}))
             except FileNotFoundError:
                 return []
         prefix = self.base.rstrip("/") + "/"

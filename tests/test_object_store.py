@@ -25,7 +25,7 @@ from replay import JUDGE_PROMPT, SAMPLE_CORPUS, SAMPLE_RESULTS
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore, storage_for
 from proactflow.cache.keys import text_sha256
-from proactflow.cache.storage import open_filesystem
+from proactflow.cache.remote import open_filesystem
 from proactflow.run_records import find_record, read_records, record_name
 from proactflow.sources import fetch_upstream_judge_prompt
 from proactflow.store_gc import collect, plan_collection
