@@ -20,7 +20,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from helpers import run_cli
+from fake_openai import Reply
+from helpers import cli_args, run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, SAMPLE_RESULTS
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore, storage_for
@@ -280,3 +281,32 @@ def test_unknown_bucket_refused_credentials_and_secrets_in_the_url_are_one_line(
             assert done.stderr.count("\n") == 1, done.stderr
         for secret in (good["AWS_ACCESS_KEY_ID"], good["AWS_SECRET_ACCESS_KEY"]):
             assert secret not in done.stderr + done.stdout, case
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_a_refresh_is_a_new_version_that_later_runs_read(fake, store, tmp_path):
+    """--refresh cannot overwrite a complete artifact: it writes the key's next version (and
+    of the stages computed from it), which the next run reuses without a call."""
+    args = cli_args(fake, store, eval_model="openai/synth", judge_model="openai/judge2",
+                    extra=("--limit", "2"))
+    assert run_cli("run", args) == 0
+    artifacts = ArtifactStore(store)
+    first = read_records(artifacts)[-1].artifacts
+    before = {stage: raw_bytes(artifacts.get_by_key(stage, key).location)
+              for stage, key in first.items()}
+    fake.responders["synth"] = lambda request: Reply(content="A refreshed plan.")
+    assert run_cli("run", [*args, "--refresh", "responses"]) == 0
+    assert read_records(artifacts)[-1].artifacts == first  # the same keys
+    for stage, key in first.items():
+        current = artifacts.get_by_key(stage, key)
+        refreshed = stage in ("responses", "judgments", "phase_scores")
+        assert current.version == (2 if refreshed else 1), stage
+        assert raw_bytes(str(store / f"artifacts/{stage}/{key}.parquet")) == before[stage]
+    answered = artifacts.get_by_key("responses", first["responses"]).frame()
+    assert set(answered.filter(pl.col("status") == "ok")["response"]) == {"A refreshed plan."}
+    fake.reset_counts()
+    assert run_cli("run", [*args, "--out", str(tmp_path / "out")]) == 0
+    assert sum(fake.calls.values()) == 0  # the refreshed answers are what is reused
+    scored = pl.read_csv(tmp_path / "out" / "phase_scores.csv")
+    assert scored.equals(artifacts.get_by_key("phase_scores", first["phase_scores"]).frame()
+                         .select(scored.columns).cast(scored.schema))
