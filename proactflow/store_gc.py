@@ -79,9 +79,9 @@ def _inputs_of(store: ArtifactStore, found: StoredKey) -> dict[str, str]:
     try:
         current = store.current(found)
         return dict(current.material().get("inputs") or {}) if current else {}
-    except FileNotFoundError:  # removed meanwhile: nothing to follow
-        return {}
-    except Exception:  # an unreadable file: nothing to follow (it is kept or removed as is)
+    except (FileNotFoundError, ValueError):
+        # Removed meanwhile, or not Parquet: nothing to follow (it is kept or removed as is).
+        # Anything else (a store out of reach) stops gc before it removes anything.
         return {}
 
 
