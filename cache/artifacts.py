@@ -173,7 +173,8 @@ class ArtifactStore:
         return found
 
     def exists(self, stage: str, key: str) -> bool:
-        return bool(self.stored_key(stage, key).files)
+        found = self.stored_key(stage, key)
+        return bool(found.versions or found.incomplete)
 
     def material(self, stage: str, key: str) -> dict[str, Any]:
         """The key material of a stored artifact (FileNotFoundError when there is none)."""
@@ -210,12 +211,12 @@ class ArtifactStore:
                 return winner  # another writer created this version first: theirs is kept
             version += 1  # an incomplete version 1 of an older store: the next one
 
-    def inventory(self) -> tuple[list[StoredKey], list[Entry]]:
-        """Every artifact key of the store with its files (one listing, no file read), and
-        the temporary files of writes killed half-way."""
+    def inventory(self, stage: str | None = None) -> tuple[list[StoredKey], list[Entry]]:
+        """Every artifact key of the store (or of one stage) with its files (one listing, no
+        file read), and the temporary files of writes killed half-way."""
         keys: dict[tuple[str, str], StoredKey] = {}
         leftovers = []
-        for entry in self._storage.files("artifacts"):
+        for entry in self._storage.files(f"artifacts/{stage}" if stage else "artifacts"):
             parts = entry.name.split("/")
             if _temporary(entry.name):
                 leftovers.append(entry)
@@ -229,8 +230,8 @@ class ArtifactStore:
 
     def keys(self, stage: str) -> dict[str, float]:
         """Key -> when it was last written or reused, of every stored artifact of a stage."""
-        return {k.key: k.modified for k in self.inventory()[0]
-                if k.stage == stage and (k.versions or k.incomplete)}
+        return {k.key: k.modified for k in self.inventory(stage)[0]
+                if k.versions or k.incomplete}
 
     def remove(self, entries: Iterable[Entry]) -> None:
         """Remove files listed by `inventory` (gc)."""

@@ -20,10 +20,10 @@ import os
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from contextlib import contextmanager
 from typing import Any, Iterator
 
 from fsspec.implementations.local import LocalFileSystem
