@@ -6,6 +6,7 @@ userinfo of a URL)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ def filesystem_options(protocol: str) -> dict[str, Any]:
 def open_filesystem(url: str) -> tuple[Any, str]:
     """The fsspec filesystem and path of a store URL (fsspec caches one instance per options)."""
     protocol = url.split("://", 1)[0]
+    # At DEBUG, botocore logs every request's headers, whose Authorization names the access key
+    # id: its request log stays at INFO unless someone set that logger's level on purpose.
+    requests_log = logging.getLogger("botocore.endpoint")
+    if requests_log.level == logging.NOTSET:
+        requests_log.setLevel(logging.INFO)
     try:
         return fsspec.core.url_to_fs(url, **filesystem_options(protocol))
     except (ImportError, ValueError) as exc:

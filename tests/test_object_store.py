@@ -230,8 +230,7 @@ def test_no_credential_in_anything_written_or_logged(seaweed, tmp_path, monkeypa
         monkeypatch.setenv(name, value)
     state = tmp_path / "state"
     monkeypatch.setenv("PROACTFLOW_STATE_DIR", str(state))
-    caplog.set_level(logging.INFO)
-    caplog.set_level(logging.DEBUG, logger="proactflow")
+    caplog.set_level(logging.DEBUG)  # every library's debug log too
     location = f"s3://{seaweed.bucket}/credentials-{uuid.uuid4().hex[:8]}"
     store_commands(location, tmp_path, capsys)
     store = ArtifactStore(location)
