@@ -93,6 +93,8 @@ def start(folder: Path) -> tuple[subprocess.Popen, SeaweedS3]:
     command = [binary, "mini", f"-dir={data}", f"-bucket={server.bucket}", "-ip=127.0.0.1",
                "-ip.bind=127.0.0.1", "-webdav=false", "-admin.ui=false",
                "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+               # Its local sockets default to /tmp/seaweedfs-*-<port>.sock, left behind.
+               f"-s3.localSocket={folder / 's3.sock'}", f"-filer.localSocket={folder / 'f.sock'}",
                *(f"-{name}={port}" for name, port in ports.items())]
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith("AWS_")}
