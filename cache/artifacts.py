@@ -1,10 +1,26 @@
-"""Content-addressed Parquet artifacts: one file per (stage, version, inputs, settings).
+"""Content-addressed Parquet artifacts, run records and cached inputs: the store. `ArtifactStore`
+is the only code that touches the store's files, wherever the store is (storage.py reads and
+writes them; artifact.py is one artifact and its Parquet footer).
 
-A stage output lives at `<root>/artifacts/<stage>/<key>.parquet`, where `key` is the sha256 of
-the canonical JSON of the stage name, its version, its input artifact keys and every setting that
-changes its output. The bytes of a Parquet file vary with library versions, so the name comes from
-what went in, never from the file. Writes go to a temporary file in the same folder and are
-renamed into place, so a reader sees either nothing or a whole file, even after `kill -9`.
+A stage output is named by `key`, the sha256 of the canonical JSON of the stage name, its version,
+its input artifact keys and every setting that changes its output. The bytes of a Parquet file
+vary with library versions, so the name comes from what went in, never from the file.
+
+Layout under the store root (a local folder or `s3://bucket/prefix`):
+
+    artifacts/<stage>/<key>.parquet          version 1: the first complete output, written once
+    artifacts/<stage>/<key>/incomplete.parquet   an output holding error rows, replaced by
+                                                 each new attempt until one is complete
+    artifacts/<stage>/<key>/v<n>.parquet     version n >= 2: what a --refresh asked again,
+                                             written once each
+    artifacts/<stage>/<key>/used             object storage only: when a run last reused it
+    runs/<name>.json                         run records
+    inputs/...                               cached upstream inputs (the judge prompt)
+
+Complete versions are created, never overwritten, so many writers racing for one key leave
+exactly one file and all of them read its bytes; a reader sees nothing or a whole file. The
+current output of a key is its newest complete version, unless the incomplete slot was written
+after it (a refresh whose calls partly failed: the next run recomputes it, as before).
 """
 
 from __future__ import annotations
@@ -12,54 +28,251 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .keys import canonical_json, content_key
+from ..errors import UserError
+from .artifact import (AFTER_METADATA, COMPLETE_METADATA, KEY_METADATA, Artifact, ArtifactSpec,
+                       StoredKey, encode, read_metadata, storage_for)
+from .keys import content_key
+from .storage import Entry
 
-_KEY_METADATA = b"proactflow.key_material"
-_COMPLETE_METADATA = b"proactflow.complete"
+__all__ = ["Artifact", "ArtifactSpec", "ArtifactStore", "StoredKey", "storage_for",
+           "write_atomic", "write_parquet_atomic"]
+
+_VERSION_FILE = re.compile(r"v(\d+)\.parquet")
+_STATE_ENV = "PROACTFLOW_STATE_DIR"
 
 
-@dataclass(frozen=True)
-class ArtifactSpec:
-    """What identifies one stage output."""
+def _temporary(name: str) -> bool:
+    """A write killed half-way (local stores write beside the target, then link or rename)."""
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(".") and base.endswith(".tmp")
 
-    stage: str
-    version: int
-    inputs: dict[str, str]
-    settings: dict[str, Any]
 
-    def material(self) -> dict[str, Any]:
-        return {"stage": self.stage, "version": self.version, "inputs": self.inputs,
-                "settings": self.settings}
+class ArtifactStore:
+    """Parquet artifacts, run records and cached inputs under one root: a folder or a URL.
+
+    `refreshing` names the stages this handle writes anew even where a complete output exists
+    (a --refresh run, and the stages computed from the one refreshed); any other writer that
+    finds a complete output already stored keeps that one and returns it.
+    """
+
+    def __init__(self, root: Path | str, *, refreshing: Iterable[str] = ()):
+        self._storage = storage_for(root)
+        self.url = self._storage.url
+        self.refreshing = frozenset(refreshing)
 
     @property
-    def key(self) -> str:
-        return content_key(self.material())
+    def is_local(self) -> bool:
+        return self._storage.is_local
 
+    @property
+    def root(self) -> Path:
+        """The folder of a local store. Callers that still build paths need one."""
+        if self._storage.local_root is None:
+            raise UserError(f"store {self.url}: this command needs a store in a local folder "
+                            "(it does not support object storage yet)")
+        return self._storage.local_root
 
-@dataclass(frozen=True)
-class Artifact:
-    """A stored stage output: its key, where it is and whether it is final."""
+    def local_dir(self, name: str) -> Path:
+        """A local folder for what cannot live on object storage (the SQLite call cache and
+        rate-limit budget): the store's own subfolder, or, for a remote store, one per store
+        under $PROACTFLOW_STATE_DIR (default ~/.cache/proactflow), shared by this machine's
+        runs only."""
+        if self._storage.local_root is not None:
+            return self._storage.local_root / name
+        base = Path(os.environ.get(_STATE_ENV) or Path.home() / ".cache" / "proactflow")
+        tag = re.sub(r"[^A-Za-z0-9._-]+", "_", self.url.split("://", 1)[1]).strip("_")
+        return base.expanduser() / f"{tag[:80]}-{content_key(self.url)[:8]}" / name
 
-    stage: str
-    key: str
-    path: Path
-    complete: bool
+    # Artifacts.
 
-    def frame(self) -> pl.DataFrame:
-        return pl.read_parquet(self.path)
+    @staticmethod
+    def _first(stage: str, key: str) -> str:
+        return f"artifacts/{stage}/{key}.parquet"
+
+    def path_for(self, stage: str, key: str) -> Path:
+        """The file of version 1 in a local store (for callers not yet on `get_by_key`)."""
+        return self.root / self._first(stage, key)
+
+    def stored_key(self, stage: str, key: str) -> StoredKey:
+        """Every file of one key: locally a stat and a look into its folder; on object storage
+        one listing of the names that start with the key."""
+        found = StoredKey(stage, key)
+        if self._storage.is_local:
+            first = self._storage.info(self._first(stage, key))
+            entries = [first] if first is not None else []
+            entries += self._storage.files(f"artifacts/{stage}/{key}")
+        else:
+            entries = self._storage.files(f"artifacts/{stage}", starting=key)
+        for entry in entries:
+            if entry.name == self._first(stage, key):
+                found.versions[1] = entry
+            elif entry.name.startswith(f"artifacts/{stage}/{key}/"):
+                self._file_of(found, entry)
+        return found
+
+    @staticmethod
+    def _file_of(found: StoredKey, entry: Entry) -> None:
+        base = entry.name.rsplit("/", 1)[-1]
+        version = _VERSION_FILE.fullmatch(base)
+        if version and int(version.group(1)) >= 2:
+            found.versions[int(version.group(1))] = entry
+        elif base == "incomplete.parquet":
+            found.incomplete = entry
+        elif base == "used":
+            found.marker = entry
+
+    def current(self, found: StoredKey) -> Artifact | None:
+        """The output a reader gets for a key: its newest complete version, or the incomplete
+        one when that was written after it (or nothing else exists)."""
+        latest = max(found.versions, default=0)
+        if found.incomplete is not None and (
+                not latest or int(read_metadata(self._storage, found.incomplete.name)
+                                  .get(AFTER_METADATA, b"0")) >= latest):
+            return self._artifact(found.stage, found.key, found.incomplete.name, 0, False)
+        if not latest:
+            return None
+        name = found.versions[latest].name
+        # Only version 1 can be incomplete: a store written before complete outputs were
+        # kept apart held both kinds there.
+        complete = latest > 1 or read_metadata(self._storage, name).get(
+            COMPLETE_METADATA, b"true") == b"true"
+        return self._artifact(found.stage, found.key, name, latest, complete)
+
+    def _artifact(self, stage: str, key: str, name: str, version: int, complete: bool
+                  ) -> Artifact:
+        return Artifact(stage, key, self.url, name, complete, version)
+
+    def get(self, spec: ArtifactSpec) -> Artifact | None:
+        """The stored artifact for `spec`, or None when it was never written. A hit is marked as
+        just used, so that `proactflow gc` keeps what a run in progress reuses."""
+        found = self.current(self.stored_key(spec.stage, spec.key))
+        if found is not None:
+            self._mark_used(found)
+        return found
+
+    def _mark_used(self, artifact: Artifact) -> None:
+        if self._storage.is_local:
+            self._storage.touch(artifact.name)
+        else:  # an object's time cannot change without rewriting it: a marker beside it
+            self._storage.replace(f"artifacts/{artifact.stage}/{artifact.key}/used", b"")
+
+    def get_by_key(self, stage: str, key: str) -> Artifact:
+        """A stored artifact named by its key (for one whose spec is not at hand)."""
+        found = self.current(self.stored_key(stage, key))
+        if found is None:
+            raise FileNotFoundError(f"no {stage} artifact {key} in {self.url}")
+        return found
+
+    def exists(self, stage: str, key: str) -> bool:
+        found = self.stored_key(stage, key)
+        return bool(found.versions or found.incomplete)
+
+    def material(self, stage: str, key: str) -> dict[str, Any]:
+        """The key material of a stored artifact (FileNotFoundError when there is none)."""
+        return self.get_by_key(stage, key).material()
+
+    def key_material(self, location: Path | str) -> dict[str, Any]:
+        """The key material of the artifact file at `location` (a path in a local store)."""
+        return json.loads((pq.read_schema(location).metadata or {}).get(KEY_METADATA, b"{}"))
+
+    def put(self, spec: ArtifactSpec, table: pa.Table, *, complete: bool = True) -> Artifact:
+        """Store a stage output. `complete=False` marks one holding failures to retry later.
+
+        Returns what is stored now: when another writer stored a complete output of this key
+        first, that one (unless this handle refreshes the stage), so racing runs all go on with
+        the same bytes."""
+        found = self.stored_key(spec.stage, spec.key)
+        current = self.current(found)
+        if spec.stage not in self.refreshing and current is not None and current.complete:
+            return current
+        latest = max(found.versions, default=0)
+        if not complete:
+            name = f"artifacts/{spec.stage}/{spec.key}/incomplete.parquet"
+            self._storage.replace(name, encode(spec, table, False, latest))
+            return self._artifact(spec.stage, spec.key, name, 0, False)
+        data = encode(spec, table, True, None)
+        version = latest + 1
+        while True:
+            name = self._first(spec.stage, spec.key) if version == 1 else \
+                f"artifacts/{spec.stage}/{spec.key}/v{version}.parquet"
+            if self._storage.create(name, data):
+                return self._artifact(spec.stage, spec.key, name, version, True)
+            winner = self.current(self.stored_key(spec.stage, spec.key))
+            if winner is not None and winner.complete and winner.version >= version:
+                return winner  # another writer created this version first: theirs is kept
+            version += 1  # an incomplete version 1 of an older store: the next one
+
+    def inventory(self, stage: str | None = None) -> tuple[list[StoredKey], list[Entry]]:
+        """Every artifact key of the store (or of one stage) with its files (one listing, no
+        file read), and the temporary files of writes killed half-way."""
+        keys: dict[tuple[str, str], StoredKey] = {}
+        leftovers = []
+        for entry in self._storage.files(f"artifacts/{stage}" if stage else "artifacts"):
+            parts = entry.name.split("/")
+            if _temporary(entry.name):
+                leftovers.append(entry)
+            elif len(parts) == 3 and parts[2].endswith(".parquet"):
+                stage, key = parts[1], parts[2].removesuffix(".parquet")
+                keys.setdefault((stage, key), StoredKey(stage, key)).versions[1] = entry
+            elif len(parts) == 4:
+                found = keys.setdefault((parts[1], parts[2]), StoredKey(parts[1], parts[2]))
+                self._file_of(found, entry)
+        return [found for _, found in sorted(keys.items())], leftovers
+
+    def keys(self, stage: str) -> dict[str, float]:
+        """Key -> when it was last written or reused, of every stored artifact of a stage."""
+        return {k.key: k.modified for k in self.inventory(stage)[0]
+                if k.versions or k.incomplete}
+
+    def remove(self, entries: Iterable[Entry]) -> None:
+        """Remove files listed by `inventory` (gc)."""
+        for entry in entries:
+            self._storage.remove(entry.name)
+
+    # Run records and cached inputs.
+
+    def write_json(self, relative: str, value: Any) -> str:
+        """Write a JSON file (a run record: `runs/<name>.json`); returns where it is."""
+        data = (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
+        self._storage.replace(relative, data)
+        return self._storage.location(relative)
+
+    def records(self) -> list[tuple[Entry, bytes]]:
+        """Every run record file with its bytes, by name."""
+        entries = [e for e in self._storage.files("runs")
+                   if e.name.endswith(".json") and e.name.count("/") == 1]
+        return [(entry, self._storage.read(entry.name)) for entry in entries]
+
+    def remove_record(self, name: str) -> None:
+        """Remove the run record `runs/<name>.json`."""
+        self._storage.remove(f"runs/{name}.json")
+
+    def location(self, relative: str) -> str:
+        return self._storage.location(relative)
+
+    def read_input(self, relative: str) -> bytes | None:
+        """A cached input (`inputs/<relative>`), or None when it is not cached."""
+        try:
+            return self._storage.read(f"inputs/{relative}")
+        except FileNotFoundError:
+            return None
+
+    def write_input(self, relative: str, data: bytes) -> None:
+        self._storage.replace(f"inputs/{relative}", data)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes so that `path` holds either the old content or all of the new."""
+    """Write bytes to a local file (exports, reports) so that `path` holds either the old
+    content or all of the new."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -77,55 +290,3 @@ def write_parquet_atomic(path: Path, frame: pl.DataFrame) -> None:
     buffer = io.BytesIO()
     frame.write_parquet(buffer)
     write_atomic(path, buffer.getvalue())
-
-
-class ArtifactStore:
-    """Parquet artifacts, judge prompts and run records under one root folder."""
-
-    def __init__(self, root: Path | str):
-        self.root = Path(root).expanduser()
-
-    def path_for(self, stage: str, key: str) -> Path:
-        return self.root / "artifacts" / stage / f"{key}.parquet"
-
-    def get(self, spec: ArtifactSpec) -> Artifact | None:
-        """The stored artifact for `spec`, or None when it was never written. A hit is marked as
-        just used (its file time), so that `proactflow gc` keeps what a run in progress reuses."""
-        try:
-            artifact = self.get_by_key(spec.stage, spec.key)
-        except FileNotFoundError:
-            return None
-        try:
-            os.utime(artifact.path)
-        except OSError:
-            pass  # a read-only store still serves reads
-        return artifact
-
-    def get_by_key(self, stage: str, key: str) -> Artifact:
-        """A stored artifact named by its key (for one whose spec is not at hand)."""
-        path = self.path_for(stage, key)
-        if not path.exists():
-            raise FileNotFoundError(f"no {stage} artifact {key} in {self.root}")
-        metadata = pq.read_schema(path).metadata or {}
-        return Artifact(stage, key, path, metadata.get(_COMPLETE_METADATA, b"true") == b"true")
-
-    def put(self, spec: ArtifactSpec, table: pa.Table, *, complete: bool = True) -> Artifact:
-        """Store a stage output. `complete=False` marks one holding failures to retry later."""
-        metadata = dict(table.schema.metadata or {})
-        metadata[_KEY_METADATA] = canonical_json(spec.material()).encode("utf-8")
-        metadata[_COMPLETE_METADATA] = b"true" if complete else b"false"
-        table = table.replace_schema_metadata(metadata)
-        buffer = pa.BufferOutputStream()
-        pq.write_table(table, buffer, compression="zstd")
-        path = self.path_for(spec.stage, spec.key)
-        write_atomic(path, buffer.getvalue().to_pybytes())
-        return Artifact(spec.stage, spec.key, path, complete)
-
-    def key_material(self, path: Path) -> dict[str, Any]:
-        metadata = pq.read_schema(path).metadata or {}
-        return json.loads(metadata.get(_KEY_METADATA, b"{}"))
-
-    def write_json(self, relative: str, value: Any) -> Path:
-        path = self.root / relative
-        write_atomic(path, (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode())
-        return path

@@ -115,7 +115,7 @@ async def _run(settings: RunSettings, *, regenerate: bool,
     else:
         samples, ready = (store.get_by_key(names.samples, stored[0]),
                           store.get_by_key(names.responses, stored[1]))
-        revision = store.key_material(samples.path)["settings"].get("corpus_revision", "")
+        revision = samples.material()["settings"].get("corpus_revision", "")
         reports = [StageReport(a.stage, a.key, True, a.complete, 0.0, a.frame().height)
                    for a in (samples, ready)]
     if ready is None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -137,24 +136,24 @@ def _replace(evaluation: Evaluation, **changes: Any) -> Evaluation:
     return replace(evaluation, **changes)
 
 
-def evaluation_of(store: ArtifactStore, judgments_path: Path) -> Evaluation | None:
-    """The evaluation a judgments artifact belongs to, with its inputs; None when an input is
-    missing or it holds no row."""
-    judgments_material = store.key_material(judgments_path)
-    responses_key = judgments_material.get("inputs", {}).get("responses", "")
-    responses_path = store.path_for("responses", responses_key)
-    if not responses_key or not responses_path.exists():
+def evaluation_of(store: ArtifactStore, judgments_key: str) -> Evaluation | None:
+    """The evaluation a judgments artifact belongs to, with its inputs; None when it or an input
+    is missing, or it holds no row."""
+    try:
+        judgments_artifact = store.get_by_key("judgments", judgments_key)
+        judgments_material = judgments_artifact.material()
+        responses_key = judgments_material.get("inputs", {}).get("responses", "")
+        responses_artifact = store.get_by_key("responses", responses_key)
+        responses_material = responses_artifact.material()
+        triggers_key = responses_material.get("inputs", {}).get("triggers", "")
+        triggers_artifact = store.get_by_key("triggers", triggers_key)
+    except FileNotFoundError:
         return None
-    responses_material = store.key_material(responses_path)
-    triggers_key = responses_material.get("inputs", {}).get("triggers", "")
-    triggers_path = store.path_for("triggers", triggers_key)
-    if not triggers_key or not triggers_path.exists():
-        return None
-    judgments = pl.read_parquet(judgments_path)
+    judgments = judgments_artifact.frame()
     if judgments.is_empty():
         return None
-    triggers = pl.read_parquet(triggers_path)
-    selection = store.key_material(triggers_path).get("settings", {})
+    triggers = triggers_artifact.frame()
+    selection = triggers_artifact.material().get("settings", {})
     trigger_set = TriggerSet(
         corpus_revision=str(selection.get("corpus_revision", "")),
         limit=selection.get("limit"),
@@ -163,21 +162,20 @@ def evaluation_of(store: ArtifactStore, judgments_path: Path) -> Evaluation | No
     source = "import" if "imported_file_sha256" in responses_material.get("settings", {}) \
         else "run"
     model, judge, sha = judgments.select("model", "judge", "judge_prompt_sha256").row(0)
-    artifact = store.get_by_key("judgments", judgments_path.stem)
-    return Evaluation(model, judge, sha, triggers, pl.read_parquet(responses_path), judgments,
-                      key=judgments_path.stem, responses_key=responses_key, source=source,
+    return Evaluation(model, judge, sha, triggers, responses_artifact.frame(), judgments,
+                      key=judgments_key, responses_key=responses_key, source=source,
                       trigger_set=trigger_set,
                       facts=_facts(judgments_material, responses_material, trigger_set, source),
-                      complete=artifact.complete)
+                      complete=judgments_artifact.complete)
 
 
 def judgments_keys_of_runs(store: ArtifactStore, runs: list[str]) -> set[str]:
     """The judgments keys of the run records whose id (or file name) starts with each of
     `runs`; a one-line error for an id that matches no record or several."""
-    records = read_records(store.root)
+    records = read_records(store)
     keys = set()
     for wanted in runs:
-        key = find_record(records, wanted, store.root).artifacts.get("judgments")
+        key = find_record(records, wanted, store).artifacts.get("judgments")
         if key:
             keys.add(key)
     return keys
@@ -190,10 +188,10 @@ def stored_evaluations(store: ArtifactStore, *, runs: list[str] | None = None,
     default), selected by run, model or corpus revision (a prefix), with labels."""
     wanted_keys = judgments_keys_of_runs(store, runs) if runs else None
     found = []
-    for path in sorted((store.root / "artifacts" / "judgments").glob("*.parquet")):
-        if wanted_keys is not None and path.stem not in wanted_keys:
+    for key in sorted(store.keys("judgments")):
+        if wanted_keys is not None and key not in wanted_keys:
             continue
-        evaluation = evaluation_of(store, path)
+        evaluation = evaluation_of(store, key)
         if evaluation is None or (not evaluation.complete and not include_incomplete):
             continue
         if models and evaluation.model not in models:

@@ -122,7 +122,7 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
         model_under_test=ModelRole(model=name,
                                    generation=protocol_defaults("model_under_test", name)),
         judge=ModelRole(model=judge, generation=protocol_defaults("judge", judge)),
-        corpus=CorpusSource(path=corpus_path), store=str(store.root))
+        corpus=CorpusSource(path=corpus_path), store=store.url)
     suite = suite_of(settings)
     triggers_artifact, _ = materialize_samples(suite, settings, store)
     trigger_frame = triggers_artifact.frame()
@@ -209,7 +209,7 @@ def import_results(path: Path, corpus_path: str, store: ArtifactStore, *,
     _write_import_record(store, path, digest, name, judge, {
         "triggers": triggers_artifact.key, "responses": responses_spec.key,
         "judgments": judgments_spec.key, "phase_scores": scores_artifact.key},
-        store.key_material(triggers_artifact.path).get("settings", {}).get("corpus_revision"))
+        triggers_artifact.material().get("settings", {}).get("corpus_revision"))
     statuses = Counter(r.status for r in judgment_rows)
     return ImportReport(str(path), name, judge, len(judgment_rows), statuses["scored"],
                         statuses["skipped"], statuses["generation_error"],

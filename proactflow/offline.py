@@ -19,15 +19,14 @@ from .settings import DEFAULT_SUITE, PAPER_JUDGE, CorpusSource, default_store
 
 def check_network(args: argparse.Namespace) -> None:
     """A one-line UserError when something the command needs from the network is out of reach."""
-    from pathlib import Path
-
+    from .cache.artifacts import ArtifactStore
     from .sources import fetch_upstream_judge_prompt, locate_corpus
 
     proactbench = getattr(args, "suite", DEFAULT_SUITE) == DEFAULT_SUITE
     if proactbench and not args.corpus:
         locate_corpus(CorpusSource(revision=args.revision))  # the hub, or its local cache
     if proactbench and not args.judge_prompt:
-        fetch_upstream_judge_prompt(Path(args.store or default_store()).expanduser())
+        fetch_upstream_judge_prompt(ArtifactStore(args.store or default_store()))
     roles = (["eval"] if args.command == "run" else []) + \
         (["judge"] if args.command != "status" else [])
     for prefix in roles:

@@ -70,13 +70,20 @@ def with_endpoint_fingerprints(settings: RunSettings, roles: tuple[str, ...] = (
 
 
 def open_store(settings: RunSettings) -> ArtifactStore:
-    return ArtifactStore(settings.store)
+    """The store as this run writes it: a --refresh writes new versions of the stage it asks
+    again and of those computed from it, where any other writer keeps a complete output."""
+    refreshing: frozenset[str] = frozenset()
+    if settings.refresh is not None:
+        names = suite_of(settings).stages
+        chain = (names.responses, names.judgments, names.scores)
+        refreshing = frozenset(chain[0 if settings.refresh in ("all", "responses") else 1:])
+    return ArtifactStore(settings.store, refreshing=refreshing)
 
 
 def open_call_cache(store: ArtifactStore, database: str | None = None) -> CallStore:
     """The per-call cache: in `database` (PostgreSQL, shared by every host) when given, else
     the store's own (`calls/`)."""
-    return open_call_store(store.root / "calls", database)
+    return open_call_store(store.local_dir("calls"), database)
 
 
 # Artifact specs: the key of each stage is a hash of everything below and nothing else.
@@ -157,12 +164,13 @@ class Progress:
             self._last_time, self._last_done = now, self.done
 
 
-def _client(role: ModelRole, calls: CallStore, settings: RunSettings, table: str) -> ChatClient:
+def _client(role: ModelRole, calls: CallStore, store: ArtifactStore, settings: RunSettings,
+            table: str) -> ChatClient:
     """A client for one role, paced by --rpm/--tpm across every run sharing the store (or the
     database that `calls` lives in); `table` (responses or judgments) says which `--refresh`
     applies."""
     runtime = settings.runtime
-    coordination = Path(settings.store).expanduser() / "coordination"
+    coordination = store.local_dir("coordination")
     target = f"{role.model}@{role.endpoint or 'provider'}"
     return ChatClient(
         role, calls, runtime,
@@ -193,7 +201,7 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
             return found, _report(spec, True, True, started, frame.height)
         samples = samples_artifact.frame()
         role = settings.model_under_test
-        client = _client(role, calls, settings, "responses")
+        client = _client(role, calls, store, settings, "responses")
         progress = Progress(logger, f"responses of {role.model}",
                             samples.height * settings.samples, suite.error_statuses)
 
@@ -245,15 +253,14 @@ def stored_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
     found = store.get(spec)
     if found is None:
         wanted = _without_fingerprint(spec.material())
-        matches = [path for path in (store.root / "artifacts" / spec.stage).glob("*.parquet")
-                   if _without_fingerprint(store.key_material(path)) == wanted]
+        matches = {key: stamp for key, stamp in store.keys(spec.stage).items()
+                   if _without_fingerprint(store.material(spec.stage, key)) == wanted}
         if matches:
-            newest = max(matches, key=lambda path: path.stat().st_mtime)
-            found = store.get_by_key(spec.stage, newest.stem)
+            found = store.get_by_key(spec.stage, max(matches, key=matches.__getitem__))
     if found is None:
         raise UserError(
             f"no cached responses of {settings.model_under_test.model} for these settings in "
-            f"{store.root} (data, selection, endpoint and generation settings must match "
+            f"{store.url} (data, selection, endpoint and generation settings must match "
             f"the run that produced them): run 'proactflow run' first")
     return found
 
@@ -281,7 +288,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     else:
         source, total = responses_in, samples.height * settings.samples
     judge = settings.judge
-    client = _client(judge, calls, settings, "judgments") if judge is not None else None
+    client = _client(judge, calls, store, settings, "judgments") if judge is not None else None
     frame = await judge_responses(
         suite, samples, source, judge, prompts, client, settings,
         concurrency=settings.runtime.concurrency,
@@ -296,7 +303,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
 def materialize_scores(suite: Suite, store: ArtifactStore, judgments_artifact: Artifact, *,
                        recompute: bool = False) -> tuple[Artifact, StageReport]:
     """The scores of a judgments artifact; `recompute` when the judgments were just written (a
-    refresh rewrites an artifact under the same key)."""
+    refresh writes a new version under the same key)."""
     started = time.monotonic()
     spec = scores_spec(suite, judgments_artifact.key)
     found = None if recompute else store.get(spec)

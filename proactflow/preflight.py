@@ -143,7 +143,7 @@ _BATCH = 500  # requests looked up at once: one round trip each to a database
 def lookup_calls(store: ArtifactStore, database: str | None) -> Iterator[CallLookup]:
     """Batched reads of the per-call cache for this synchronous code, on an event loop of its
     own (there is none running before a flow starts)."""
-    calls = open_call_store(store.root / "calls", database)
+    calls = open_call_store(store.local_dir("calls"), database)
     loop = asyncio.new_event_loop()
     try:
         yield lambda keys: loop.run_until_complete(calls.get_many(keys))

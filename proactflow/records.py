@@ -6,7 +6,6 @@ from __future__ import annotations
 import platform
 from datetime import datetime, timezone
 from importlib import metadata
-from pathlib import Path
 from typing import Any, Iterable
 
 import polars as pl
@@ -17,7 +16,7 @@ from .run_records import record_name
 from .settings import RunSettings
 
 _VERSIONED = ("proactflow", "prefect", "litellm", "polars", "pyarrow", "pydantic",
-              "huggingface_hub", "diskcache")
+              "huggingface_hub", "diskcache", "fsspec", "s3fs")
 
 
 def package_versions() -> dict[str, str]:
@@ -94,7 +93,8 @@ def write_run_record(settings: RunSettings, *, run_id: str, flow: str, started: 
                      seconds: float, complete: bool, provenance: dict[str, Any],
                      reports: list[StageReport], outputs: dict[str, str],
                      usage: dict[str, Any], model_under_test: dict[str, Any] | None = None
-                     ) -> Path:
+                     ) -> str:
+    """Write the run's record to the store; returns where it is (a path or a URL)."""
     recorded = settings.model_dump(mode="json")
     if model_under_test is not None:  # stored responses: no made-up generation settings
         recorded["model_under_test"] = model_under_test

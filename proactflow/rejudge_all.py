@@ -47,7 +47,7 @@ def _narrowed(store: ArtifactStore, evaluation: Evaluation, limit: int | None,
     the artifacts a run with those options would have stored."""
     trigger_set = evaluation.trigger_set
     assert trigger_set is not None
-    responses_material = store.key_material(store.path_for("responses", evaluation.responses_key))
+    responses_material = store.material("responses", evaluation.responses_key)
     triggers_key = responses_material["inputs"]["triggers"]
     new_limit = min(x for x in (limit, trigger_set.limit) if x) if (limit or trigger_set.limit) \
         else None
@@ -56,7 +56,7 @@ def _narrowed(store: ArtifactStore, evaluation: Evaluation, limit: int | None,
         return StoredResponses(evaluation.model, triggers_key, evaluation.responses_key,
                                trigger_set, evaluation.source, responses_material["settings"],
                                evaluation.responses.height)
-    selection = dict(store.key_material(store.path_for("triggers", triggers_key))["settings"])
+    selection = dict(store.material("triggers", triggers_key)["settings"])
     selection.update(limit=new_limit, phases=sorted(new_phases))
     kept = evaluation.triggers.filter(
         pl.col("phase").is_in(list(new_phases))
@@ -89,7 +89,7 @@ def select_stored_responses(store: ArtifactStore, *, runs: list[str] | None,
             continue
         chosen[evaluation.responses_key] = _narrowed(store, evaluation, limit, phases)
     if not chosen:
-        raise UserError(f"no stored responses in {store.root} for this selection: run "
+        raise UserError(f"no stored responses in {store.url} for this selection: run "
                         "'proactflow run' or 'proactflow import' first")
     return list(chosen.values())
 

@@ -109,7 +109,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
         if other_suites else None
     if not evaluations:
         if other is None:
-            raise UserError(f"no complete evaluations in {store.root} for this selection: run "
+            raise UserError(f"no complete evaluations in {store.url} for this selection: run "
                             "'proactflow run' or 'proactflow import' first, or see "
                             "'proactflow report --help' for the selection options")
         return write_suite_page(out, "Proactivity report", other[0], other[1])

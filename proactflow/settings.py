@@ -14,14 +14,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, \
-    model_validator
+from pydantic import (BaseModel, ConfigDict, Field, field_serializer, field_validator,
+                      model_validator)
 
 from .cache.keys import text_sha256
 from .effective import Deviation, conform_generation
 from .endpoints import effective_endpoint
 from .postgres import check_database_url, default_database
-from .redaction import redact_url
+from .redaction import redact_url, url_has_secrets
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
 DEFAULT_STORE = ".proactflow"
@@ -225,7 +225,8 @@ class RunSettings(BaseModel):
     judge_response_format: Literal["json_schema", "json_object", "none"] = Field(
         default="json_schema", description="Structured-output mode requested from the judge.")
     store: str = Field(default_factory=lambda: default_store(),
-                       description="Root folder of the artifact store.")
+                       description="The artifact store: a local folder, or an fsspec URL "
+                                   "(s3://bucket/prefix) with credentials in AWS_* variables.")
     database: str | None = Field(
         default_factory=default_database,
         description="PostgreSQL URL (postgresql://user@host:port/db, default "
@@ -253,6 +254,10 @@ class RunSettings(BaseModel):
         """Records, logs and Prefect's parameters show it without user name or query values;
         this process still connects with the URL it was given."""
         return redact_url(database) if database else None
+    @field_validator("store")
+    @classmethod
+    def _store_without_secrets(cls, value: str) -> str:
+        return check_store(value)
 
     def refreshes(self, stage: str) -> bool:
         return self.refresh == "all" or self.refresh == stage
@@ -290,6 +295,16 @@ class RunSettings(BaseModel):
                     data[role] = {**given, "generation": generation.model_dump(),
                                   "deviations": [d.model_dump() for d in deviations]}
         return data
+
+
+def check_store(value: str) -> str:
+    """A store location, refused when it is a URL carrying credentials or options: those come
+    from the AWS_* environment variables, never from settings, records or parameters."""
+    if "://" in value and url_has_secrets(value):
+        raise ValueError("a store URL is s3://bucket/prefix, without credentials or options: "
+                         "they come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+                         "AWS_ENDPOINT_URL and AWS_REGION")
+    return value
 
 
 def default_store() -> str:

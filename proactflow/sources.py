@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .cache.artifacts import write_atomic
+from .cache.artifacts import ArtifactStore
 from .cache.keys import text_sha256
 from .errors import CorpusError, UserError
 from .network import unreachable
@@ -189,13 +189,18 @@ def read_judge_prompt_file(path: str | Path) -> Prompt:
     return Prompt(text, text_sha256(text), str(path))
 
 
-def fetch_upstream_judge_prompt(store_root: Path, commit: str = UPSTREAM_PROMPT_COMMIT,
+def fetch_upstream_judge_prompt(store: ArtifactStore | Path | str,
+                                commit: str = UPSTREAM_PROMPT_COMMIT,
                                 expected_sha256: str = UPSTREAM_PROMPT_SHA256) -> Prompt:
-    """The upstream judge prompt at a pinned commit: from the store, or downloaded once."""
-    cached = store_root / "inputs" / "judge_prompt" / f"{commit}.txt"
+    """The upstream judge prompt at a pinned commit: from the store (`inputs/judge_prompt/`),
+    or downloaded once. A store may be given as its root (the form callers used before)."""
+    if not isinstance(store, ArtifactStore):
+        store = ArtifactStore(store)
+    cached_name = f"judge_prompt/{commit}.txt"
     source = f"boson-ai/ProactBench@{commit[:12]}:{JUDGE_TEMPLATE_NAME}"
-    if cached.exists():
-        text = cached.read_text(encoding="utf-8")
+    cached = store.read_input(cached_name)
+    if cached is not None:
+        text = cached.decode("utf-8", errors="replace")
         if text_sha256(text) == expected_sha256:
             return Prompt(text, expected_sha256, source)
     url = os.environ.get(UPSTREAM_MODULE_URL_ENV, UPSTREAM_MODULE_URL).format(commit=commit)
@@ -216,5 +221,5 @@ def fetch_upstream_judge_prompt(store_root: Path, commit: str = UPSTREAM_PROMPT_
     if digest != expected_sha256:
         raise UserError(f"upstream judge prompt at {commit[:12]} has sha256 {digest[:16]}..., "
                         f"expected {expected_sha256[:16]}...: refusing to use it")
-    write_atomic(cached, text.encode("utf-8"))
+    store.write_input(cached_name, text.encode("utf-8"))
     return Prompt(text, digest, source)

@@ -8,6 +8,9 @@ What stays:
 - every artifact written or reused within the grace period, so that a run still going (its
   record is written at its end) keeps what it has made or is reading.
 
+Of a kept artifact, the versions a newer one replaced (an incomplete output since completed, a
+version a --refresh asked again) go once that newer one is past the grace period too.
+
 Records go first, artifacts after: a crash in between leaves unreferenced artifacts for the next
 gc, never a record naming an artifact that is gone. The per-call cache (`<store>/calls`) is not
 touched: it is what makes a re-run free, and it holds no run's results.
@@ -18,9 +21,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from pathlib import PurePosixPath
 
-from .cache.artifacts import ArtifactStore
+from .cache.artifacts import ArtifactStore, StoredKey
+from .cache.storage import Entry
 from .errors import UserError
 from .run_records import RunRecord, read_records
 
@@ -43,11 +47,17 @@ class Collection:
 
     removed_runs: list[RunRecord] = field(default_factory=list)
     kept_runs: list[RunRecord] = field(default_factory=list)
-    removed_artifacts: list[Path] = field(default_factory=list)
+    removed_artifacts: list[PurePosixPath] = field(default_factory=list)
+    """Each by the name of its first version: `artifacts/<stage>/<key>.parquet`."""
     kept_artifacts: int = 0
-    leftovers: list[Path] = field(default_factory=list)
+    leftovers: list[PurePosixPath] = field(default_factory=list)
     freed_bytes: int = 0
     """Measured when planned: after the removal the files are gone."""
+    files: list[Entry] = field(default_factory=list)
+    """Every file to remove (all versions of a removed artifact, replaced versions of a kept
+    one, leftovers)."""
+    superseded: int = 0
+    """Replaced versions of kept artifacts among `files`."""
 
 
 def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
@@ -65,11 +75,26 @@ def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
     return removed
 
 
-def _inputs_of(store: ArtifactStore, path: Path) -> dict[str, str]:
+def _inputs_of(store: ArtifactStore, found: StoredKey) -> dict[str, str]:
     try:
-        return dict(store.key_material(path).get("inputs") or {})
-    except Exception:  # an unreadable file: nothing to follow (it is kept or removed as is)
+        current = store.current(found)
+        return dict(current.material().get("inputs") or {}) if current else {}
+    except (FileNotFoundError, ValueError):
+        # Removed meanwhile, or not Parquet: nothing to follow (it is kept or removed as is).
+        # Anything else (a store out of reach) stops gc before it removes anything.
         return {}
+
+
+def _superseded(store: ArtifactStore, found: StoredKey, recent_cut: float) -> list[Entry]:
+    """The files of a kept artifact that a newer version replaced more than the grace period
+    ago (a run that started before may still be reading them until then)."""
+    current = store.current(found)
+    if current is None:
+        return []
+    newest = next(e for e in found.files if e.name == current.name)
+    if newest.modified >= recent_cut:
+        return []
+    return [e for e in found.files if e.name != current.name and e is not found.marker]
 
 
 def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
@@ -79,38 +104,42 @@ def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
         raise UserError("gc needs --keep-latest N, --older-than AGE or both "
                         "(see 'proactflow gc --help')")
     now = now or datetime.now(timezone.utc)
-    records = read_records(store.root)
+    records = read_records(store)
     removed_runs = _runs_to_remove(records, keep_latest, older_than, now)
     kept_runs = [r for r in records if r not in removed_runs]
 
-    folder = store.root / "artifacts"
-    stage_of = {path: path.parent.name for path in folder.glob("*/*.parquet")}
-    by_key = {(stage, path.stem): path for path, stage in stage_of.items()}
-    needed: set[Path] = set()
-    pending = [(stage, key) for record in kept_runs for stage, key in record.artifacts.items()]
+    stored, temporary = store.inventory()
+    by_key = {(found.stage, found.key): found for found in stored
+              if found.versions or found.incomplete}
     recent_cut = (now - GRACE).timestamp()
-    pending += [(stage, path.stem) for path, stage in stage_of.items()
-                if path.stat().st_mtime >= recent_cut]
+    pending = [(stage, key) for record in kept_runs for stage, key in record.artifacts.items()]
+    pending += [name for name, found in by_key.items() if found.modified >= recent_cut]
+    needed: set[tuple[str, str]] = set()
     while pending:  # follow inputs: a kept judgments artifact keeps its responses and triggers
-        stage, key = pending.pop()
-        path = by_key.get((stage, key))
-        if path is None or path in needed:
+        name = pending.pop()
+        found = by_key.get(name)
+        if found is None or name in needed:
             continue
-        needed.add(path)
-        pending.extend(_inputs_of(store, path).items())
-    removable = sorted(path for path in stage_of if path not in needed)
-    leftovers = [path for path in folder.glob("*/.*.tmp")
-                 if path.stat().st_mtime < recent_cut]  # a write killed half-way
-    freed = sum(path.stat().st_size for path in [*removable, *leftovers])
-    return Collection(removed_runs, kept_runs, removable, len(needed), leftovers, freed)
+        needed.add(name)
+        pending.extend(_inputs_of(store, found).items())
+    removable = [found for found in stored if (found.stage, found.key) not in needed]
+    superseded = [entry for name in sorted(needed)
+                  for entry in _superseded(store, by_key[name], recent_cut)]
+    leftovers = [e for e in temporary if e.modified < recent_cut]  # a write killed half-way
+    files = [e for found in removable for e in found.files] + superseded + leftovers
+    return Collection(
+        removed_runs, kept_runs,
+        [PurePosixPath(f"artifacts/{f.stage}/{f.key}.parquet") for f in removable
+         if f.versions or f.incomplete],
+        len(needed), [PurePosixPath(e.name) for e in leftovers],
+        sum(e.size for e in files), files, len(superseded))
 
 
 def collect(store: ArtifactStore, collection: Collection) -> None:
     """Remove what `plan_collection` chose: records first, then artifacts."""
     for record in collection.removed_runs:
-        record.path.unlink(missing_ok=True)
-    for path in [*collection.removed_artifacts, *collection.leftovers]:
-        path.unlink(missing_ok=True)
+        store.remove_record(record.name)
+    store.remove(collection.files)
 
 
 def _size(count: int) -> str:
@@ -128,6 +157,8 @@ def summary_lines(collection: Collection, dry_run: bool) -> list[str]:
     lines.append(f"{verb} {len(collection.removed_runs)} run records and "
                  f"{len(collection.removed_artifacts)} artifacts"
                  + (f" ({stages})" if stages else "")
+                 + (f", {collection.superseded} replaced versions"
+                    if collection.superseded else "")
                  + (f" and {len(collection.leftovers)} unfinished writes"
                     if collection.leftovers else "")
                  + f", {_size(collection.freed_bytes)}; kept "

@@ -2,7 +2,8 @@
 
 ```toml
 suite = "proactbench"                 # optional: proactbench (default) or proactiveagent
-store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow
+store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow;
+                                      # or "s3://bucket/prefix" (credentials: AWS_* variables)
 database = "postgresql://proactflow@db.lan:5432/proactflow"  # optional: calls, leases and rate
                                       # limits shared by every host (password: PGPASSWORD)
 out = "results/nightly"               # leaderboard.csv and per-model exports go here
@@ -42,7 +43,7 @@ from .redaction import redact_url
 from .evaluations import safe_name
 from .postgres import check_database_url, default_database
 from .settings import (DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
-                       RuntimeOptions, default_store, role_generation)
+                       RuntimeOptions, check_store, default_store, role_generation)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -100,7 +101,8 @@ class SweepConfig(BaseModel):
                                                           "or proactiveagent.")
     models: list[SweepModel] = Field(min_length=1, description="Models under test.")
     judges: list[SweepModel] = Field(min_length=1, description="Judges; each scores every model.")
-    store: str | None = Field(default=None, description="Artifact store root.")
+    store: str | None = Field(default=None, description="Artifact store: a folder or an fsspec "
+                                                        "URL (s3://bucket/prefix).")
     database: str | None = Field(
         default=None, description="PostgreSQL URL for the per-call cache, leases and rate "
                                   "limits (default $PROACTFLOW_DATABASE); never a password.")
@@ -128,6 +130,10 @@ class SweepConfig(BaseModel):
     @field_serializer("database")
     def _database_redacted(self, database: str | None) -> str | None:
         return redact_url(database) if database else None
+    @field_validator("store")
+    @classmethod
+    def _store_without_secrets(cls, value: str | None) -> str | None:
+        return check_store(value) if value else value
 
     def runs(self) -> list[RunSettings]:
         """One RunSettings per (model, judge), in file order."""

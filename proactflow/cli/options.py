@@ -112,10 +112,20 @@ def judge_list(text: str) -> list[str]:
     return judges
 
 
+def store_location(text: str) -> str:
+    from ..settings import check_store
+
+    try:
+        return check_store(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_store_option(parser) -> None:
-    parser.add_argument("--store", metavar="DIR", default=None,
-                        help=f"artifact store root (default: ${DEFAULT_STORE_ENV} or "
-                             "./.proactflow)")
+    parser.add_argument("--store", metavar="DIR|URL", default=None, type=store_location,
+                        help=f"artifact store: a folder, or s3://bucket/prefix with credentials "
+                             f"and endpoint in AWS_* variables (default: ${DEFAULT_STORE_ENV} "
+                             "or ./.proactflow)")
 
 
 def add_database_option(parser) -> None:

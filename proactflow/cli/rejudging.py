@@ -92,15 +92,13 @@ def rejudge_all(args: argparse.Namespace) -> int:
 
 def judgments_of(settings: RunSettings, result: dict[str, Any]):
     """The judgments table a flow run produced."""
-    import polars as pl
-
     from ..cache.artifacts import ArtifactStore
 
     from ..pipeline import suite_of
 
     stage = suite_of(settings).stages.judgments
     key = next(found["key"] for found in result["stages"] if found["stage"] == stage)
-    return pl.read_parquet(ArtifactStore(settings.store).path_for(stage, key))
+    return ArtifactStore(settings.store).get_by_key(stage, key).frame()
 
 
 def report_agreement(frames: list, out: str | None) -> None:

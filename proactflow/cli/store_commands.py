@@ -46,31 +46,34 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def runs_ls_command(args: argparse.Namespace) -> int:
+    from ..cache.artifacts import ArtifactStore
     from ..run_records import listing_lines, read_records
 
-    root = Path(args.store or default_store()).expanduser()
-    for line in listing_lines(read_records(root), root):
+    store = ArtifactStore(args.store or default_store())
+    for line in listing_lines(read_records(store), store):
         print(line)
     return 0
 
 
 def runs_show_command(args: argparse.Namespace) -> int:
+    from ..cache.artifacts import ArtifactStore
     from ..run_records import find_record, read_records
 
-    root = Path(args.store or default_store()).expanduser()
-    record = find_record(read_records(root), args.run, root)
+    store = ArtifactStore(args.store or default_store())
+    record = find_record(read_records(store), args.run, store)
     print(json.dumps(record.content, indent=2, ensure_ascii=False))
     return 0
 
 
 def runs_rm_command(args: argparse.Namespace) -> int:
+    from ..cache.artifacts import ArtifactStore
     from ..run_records import find_record, read_records
 
-    root = Path(args.store or default_store()).expanduser()
-    records = read_records(root)
-    chosen = [find_record(records, wanted, root) for wanted in args.runs]  # all found, or none
-    for record in {r.path: r for r in chosen}.values():
-        record.path.unlink(missing_ok=True)
+    store = ArtifactStore(args.store or default_store())
+    records = read_records(store)
+    chosen = [find_record(records, wanted, store) for wanted in args.runs]  # all found, or none
+    for record in {r.name: r for r in chosen}.values():
+        store.remove_record(record.name)
         print(f"removed run {record.name} ({record.model} judged by {record.judge}); its "
               "artifacts stay until 'proactflow gc'")
     return 0
@@ -98,7 +101,7 @@ def view_command(args: argparse.Namespace) -> int:
     store = ArtifactStore(args.store or default_store())
     evaluations = selected_evaluations(args, store)
     if not evaluations:
-        raise UserError(f"no evaluations in {store.root} for this selection: run 'proactflow "
+        raise UserError(f"no evaluations in {store.url} for this selection: run 'proactflow "
                         "run' or 'proactflow import' first (--include-incomplete shows runs "
                         "whose calls partly failed)")
     page = write_viewer(evaluations, Path(args.out))

@@ -127,7 +127,7 @@ class JudgeCalibration(Suite):
             return DataSource(f"sha256:{digest}", path, rows)
         return DataSource(upstream.UPSTREAM_COMMIT, f"{upstream.UPSTREAM_REPO}@"
                           f"{upstream.UPSTREAM_COMMIT[:12]}:{upstream.REWARD_TEST_PATH}",
-                          upstream.load_upstream_reward_test_set(store.root))
+                          upstream.load_upstream_reward_test_set(store))
 
     def samples_key_settings(self, settings: RunSettings, source: DataSource) -> dict[str, Any]:
         return {"suite": self.name, "corpus_revision": source.revision,

@@ -49,10 +49,9 @@ _COLUMNS = ("label", "source", "split", "f1", "f1_ci_low", "f1_ci_high", "precis
 def leaderboard(store: ArtifactStore, keys: list[str] | None = None, *,
                 include_incomplete: bool = False) -> pl.DataFrame:
     """Measured rows: one per (evaluation, split); every complete evaluation by default."""
-    folder = store.root / "artifacts" / VERDICTS
     if keys is None:
-        keys = sorted(path.stem for path in folder.glob("*.parquet")
-                      if include_incomplete or store.get_by_key(VERDICTS, path.stem).complete)
+        keys = sorted(key for key in store.keys(VERDICTS)
+                      if include_incomplete or store.get_by_key(VERDICTS, key).complete)
     frames = []
     for key in keys:
         scores = score_splits(store.get_by_key(VERDICTS, key).frame())
@@ -77,7 +76,7 @@ def published(store: ArtifactStore, folder: Path | None) -> tuple[pl.DataFrame, 
         try:
             for name, digest in PUBLISHED_SHA256.items():
                 texts[name] = upstream.fetch_upstream_file(
-                    store.root, f"eval/results/{name}", digest).decode("utf-8")
+                    store, f"eval/results/{name}", digest).decode("utf-8")
         except UserError as exc:
             return pl.DataFrame(), f"published numbers not shown: {exc}"
         where = f"{upstream.UPSTREAM_REPO}@{upstream.UPSTREAM_COMMIT[:12]}:eval/results"

@@ -67,7 +67,7 @@ class ProactiveAgent(Suite):
             events, splits = read_local_corpus(folder)
             digest = text_sha256(json.dumps([splits, [e.model_dump() for e in events]]))
             return DataSource(f"sha256:{digest}", folder, (events, splits))
-        events, splits = upstream.load_upstream_corpus(store.root)
+        events, splits = upstream.load_upstream_corpus(store)
         return DataSource(upstream.UPSTREAM_COMMIT,
                           f"{upstream.UPSTREAM_REPO}@{upstream.UPSTREAM_COMMIT[:12]}",
                           (events, splits))
@@ -121,7 +121,7 @@ class ProactiveAgent(Suite):
                 "max_tokens": 4096, "top_p": None}
 
     def _upstream_prompts(self, store: ArtifactStore) -> upstream.Prompts:
-        return upstream.load_upstream_prompts(store.root)
+        return upstream.load_upstream_prompts(store)
 
     def _prompt(self, settings: RunSettings, store: ArtifactStore, name: str,
                 upstream_name: str) -> Prompt:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...cache.artifacts import write_atomic
+from ...cache.artifacts import ArtifactStore
 from ...cache.keys import text_sha256
 from ...errors import UserError
 from ...network import unreachable
@@ -93,18 +93,21 @@ def _where(path: str, commit: str) -> str:
     return f"{UPSTREAM_REPO}@{commit[:12]}:{path}"
 
 
-def fetch_upstream_file(store_root: Path, path: str, expected_sha256: str | None = None,
+def fetch_upstream_file(store: ArtifactStore | Path | str, path: str,
+                        expected_sha256: str | None = None,
                         commit: str = UPSTREAM_COMMIT) -> bytes:
-    """A file of the benchmark's repository at `commit`: from the store, or downloaded once.
-    Its bytes must have `expected_sha256` (by default the pinned one), else nothing is kept."""
+    """A file of the benchmark's repository at `commit`: from the store's inputs, or downloaded
+    once. Its bytes must have `expected_sha256` (by default the pinned one), else nothing is
+    kept. A store may be given as its root."""
     expected = expected_sha256 or UPSTREAM_SHA256.get(path)
     if expected is None:
         raise ValueError(f"no pinned sha256 for {path}: pass expected_sha256")
-    cached = Path(store_root) / "inputs" / "proactiveagent" / commit / path
-    if cached.is_file():
-        data = cached.read_bytes()
-        if hashlib.sha256(data).hexdigest() == expected:
-            return data
+    if not isinstance(store, ArtifactStore):
+        store = ArtifactStore(store)
+    cached_name = f"proactiveagent/{commit}/{path}"
+    data = store.read_input(cached_name)
+    if data is not None and hashlib.sha256(data).hexdigest() == expected:
+        return data
     hint = next((h for prefix, h in _HINTS.items() if path.startswith(prefix)),
                 "use local files")
     url = os.environ.get(UPSTREAM_URL_ENV, UPSTREAM_URL).format(commit=commit, path=path)
@@ -123,15 +126,15 @@ def fetch_upstream_file(store_root: Path, path: str, expected_sha256: str | None
     if digest != expected:
         raise UserError(f"{_where(path, commit)} has sha256 {digest[:16]}..., expected "
                         f"{expected[:16]}...: refusing to use it")
-    write_atomic(cached, data)
+    store.write_input(cached_name, data)
     return data
 
 
-def load_upstream_corpus(store_root: Path) -> tuple[list[TraceEvent], dict[str, list[str]]]:
+def load_upstream_corpus(store: ArtifactStore | Path) -> tuple[list[TraceEvent], dict[str, list[str]]]:
     """The test traces named by the pinned splits.json, as `data.read_local_corpus` returns a
     local folder's."""
     folder = SPLITS_PATH.rsplit("/", 1)[0]
-    splits = parse_splits(fetch_upstream_file(store_root, SPLITS_PATH),
+    splits = parse_splits(fetch_upstream_file(store, SPLITS_PATH),
                           _where(SPLITS_PATH, UPSTREAM_COMMIT))
     events: list[TraceEvent] = []
     for file_name, names in split_membership(splits).items():
@@ -139,13 +142,13 @@ def load_upstream_corpus(store_root: Path) -> tuple[list[TraceEvent], dict[str, 
         if path not in UPSTREAM_SHA256:
             raise UserError(f"{_where(SPLITS_PATH, UPSTREAM_COMMIT)} names {file_name}, which "
                             "has no pinned sha256")
-        events += parse_trace(fetch_upstream_file(store_root, path),
+        events += parse_trace(fetch_upstream_file(store, path),
                               _where(path, UPSTREAM_COMMIT), trace_name(file_name), names)
     return events, {name: [trace_name(f) for f in files] for name, files in splits.items()}
 
 
-def load_upstream_reward_test_set(store_root: Path) -> list[RewardTestRow]:
-    return parse_reward_test_set(fetch_upstream_file(store_root, REWARD_TEST_PATH),
+def load_upstream_reward_test_set(store: ArtifactStore | Path) -> list[RewardTestRow]:
+    return parse_reward_test_set(fetch_upstream_file(store, REWARD_TEST_PATH),
                                  _where(REWARD_TEST_PATH, UPSTREAM_COMMIT))
 
 
@@ -208,13 +211,13 @@ class Prompts(BaseModel):
         description="The instruction closing the judge's user message.")
 
 
-def load_upstream_prompts(store_root: Path) -> Prompts:
+def load_upstream_prompts(store: ArtifactStore | Path) -> Prompts:
     """The four prompts of the pinned commit, each checked against its pinned sha256."""
     modules: dict[str, str] = {}
     texts: dict[str, PromptText] = {}
     for name, (module, owner, key) in PROMPT_LOCATIONS.items():
         if module not in modules:
-            modules[module] = fetch_upstream_file(store_root, module).decode("utf-8")
+            modules[module] = fetch_upstream_file(store, module).decode("utf-8")
         text = extract_string(modules[module], module, owner, key)
         digest = text_sha256(text)
         source = _where(module, UPSTREAM_COMMIT) + f" {owner}" + (f"[{key!r}]" if key else "")

@@ -1,0 +1,136 @@
+"""One stored artifact: what identifies it (`ArtifactSpec`), the handle readers get
+(`Artifact`), what a listing knows of a key's files (`StoredKey`), and the Parquet footer that
+records its key material and completeness. artifacts.py decides where each version goes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .keys import canonical_json, content_key
+from .storage import Entry, Storage
+
+KEY_METADATA = b"proactflow.key_material"
+COMPLETE_METADATA = b"proactflow.complete"
+AFTER_METADATA = b"proactflow.after_version"
+"""In an incomplete output: the newest complete version when it was written."""
+
+_storages: dict[tuple[int, str], Storage] = {}
+_storages_lock = threading.Lock()
+
+
+def storage_for(location: str | Path) -> Storage:
+    """One Storage per store and process: the bucket is checked once, and a forked process
+    never reuses its parent's connections."""
+    text = str(location)
+    with _storages_lock:
+        found = _storages.get((os.getpid(), text))
+        if found is None:
+            found = _storages[(os.getpid(), text)] = Storage(text)
+        return found
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    """What identifies one stage output."""
+
+    stage: str
+    version: int
+    inputs: dict[str, str]
+    settings: dict[str, Any]
+
+    def material(self) -> dict[str, Any]:
+        return {"stage": self.stage, "version": self.version, "inputs": self.inputs,
+                "settings": self.settings}
+
+    @property
+    def key(self) -> str:
+        return content_key(self.material())
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A stored stage output: its key, which file holds it and whether it is final. Plain
+    strings only, so it travels between Prefect tasks and processes."""
+
+    stage: str
+    key: str
+    store: str
+    """The store it is in, as given (a folder or a URL)."""
+    name: str
+    """Its file, relative to the store root."""
+    complete: bool
+    version: int = 1
+    """1 for the first complete output, n >= 2 for a refresh, 0 for an incomplete one."""
+
+    @property
+    def location(self) -> str:
+        return storage_for(self.store).location(self.name)
+
+    @property
+    def path(self) -> Path:
+        """The file of an artifact in a local store."""
+        storage = storage_for(self.store)
+        if storage.local_root is None:
+            raise ValueError(f"{self.location} is on object storage: it has no local path")
+        return storage.local_root / self.name
+
+    def frame(self, columns: list[str] | None = None) -> pl.DataFrame:
+        storage = storage_for(self.store)
+        if storage.local_root is not None:
+            return pl.read_parquet(storage.local_root / self.name, columns=columns)
+        with storage.errors(), storage.open_input(self.name) as handle:
+            return pl.read_parquet(handle, columns=columns)
+
+    def material(self) -> dict[str, Any]:
+        """The key material it was stored with (stage, version, input keys, settings)."""
+        return json.loads(read_metadata(storage_for(self.store), self.name)
+                          .get(KEY_METADATA, b"{}"))
+
+
+@dataclass
+class StoredKey:
+    """Every file of one artifact key, as listed (no file read)."""
+
+    stage: str
+    key: str
+    versions: dict[int, Entry] = field(default_factory=dict)
+    incomplete: Entry | None = None
+    marker: Entry | None = None
+
+    @property
+    def files(self) -> list[Entry]:
+        return [*self.versions.values(), *([self.incomplete] if self.incomplete else []),
+                *([self.marker] if self.marker else [])]
+
+    @property
+    def modified(self) -> float:
+        """When it was last written or reused."""
+        return max(entry.modified for entry in self.files)
+
+
+def read_metadata(storage: Storage, name: str) -> dict[bytes, bytes]:
+    if storage.local_root is not None:
+        return pq.read_schema(storage.local_root / name).metadata or {}
+    with storage.errors(), storage.open_input(name) as handle:
+        return pq.read_schema(handle).metadata or {}
+
+
+def encode(spec: ArtifactSpec, table: pa.Table, complete: bool, after: int | None) -> bytes:
+    metadata = dict(table.schema.metadata or {})
+    metadata[KEY_METADATA] = canonical_json(spec.material()).encode("utf-8")
+    metadata[COMPLETE_METADATA] = b"true" if complete else b"false"
+    if after is not None:
+        metadata[AFTER_METADATA] = str(after).encode()
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(metadata), buffer, compression="zstd")
+    return buffer.getvalue().to_pybytes()
