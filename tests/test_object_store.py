@@ -81,7 +81,9 @@ def _race(location: str, writer: int, barrier, results) -> None:
 
 
 def test_sixteen_racing_writers_leave_one_artifact_and_all_read_its_bytes(location):
-    context = multiprocessing.get_context("fork")
+    # spawn, not fork: a fork of a process running threads (polars, Prefect's test server)
+    # can inherit a lock held mid-operation and hang.
+    context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(WRITERS), context.Queue()
     workers = [context.Process(target=_race, args=(location, n, barrier, results))
                for n in range(WRITERS)]

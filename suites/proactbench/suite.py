@@ -148,7 +148,7 @@ class ProactBench(Suite):
 
         evaluations = []
         for key in judgments_keys:
-            found = evaluation_of(store, store.path_for(judgments.STAGE, key))
+            found = evaluation_of(store, key)
             if found is None:  # the flow just wrote it: its inputs are there
                 raise RuntimeError(f"judgments {key} of this sweep lost its inputs")
             evaluations.append(found)
