@@ -23,6 +23,7 @@ import litellm
 
 from .cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
+from . import litellm_costs
 from .errors import EndpointDown, ProviderRejected
 from .provider_errors import AttemptFailed, classify
 from .ratelimit import AdaptiveLimit, Pacer
@@ -30,6 +31,7 @@ from .settings import ModelRole, RuntimeOptions
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+litellm_costs.install()
 
 T = TypeVar("T")
 LITELLM_VERSION = metadata.version("litellm")
@@ -251,10 +253,12 @@ class ChatClient:
             kwargs["api_key"] = key
         started = time.monotonic()
         self.stats.http_attempts += 1
-        response = await self._completion(
-            model=request.model,
-            messages=[{"role": role, "content": content} for role, content in request.messages],
-            timeout=self._timeout, max_retries=0, **kwargs)
+        with litellm_costs.priced_per_stage():
+            response = await self._completion(
+                model=request.model,
+                messages=[{"role": role, "content": content}
+                          for role, content in request.messages],
+                timeout=self._timeout, max_retries=0, **kwargs)
         usage = getattr(response, "usage", None)
         self.stats.paid_prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
         self.stats.paid_completion_tokens += getattr(usage, "completion_tokens", None) or 0

@@ -1,0 +1,47 @@
+"""litellm prices every reply as it arrives; proactflow prices token totals once per stage
+(records.usage_and_cost, from litellm's own price map), so for the calls of its edge that
+per-call work is skipped.
+
+Measured with litellm 1.110 against a local endpoint: the per-reply cost calculation is about a
+quarter of litellm's CPU per call (more for a model missing from its price map, where each lookup
+that fails builds an error), and it is the one part of a call whose result proactflow never
+reads. litellm offers no switch for it, so its calculator is wrapped: inside a call made through
+`priced_per_stage()` it returns None (no cost, as for a model litellm does not price); anywhere
+else, and for any other caller of litellm in the process, it is litellm's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from typing import Any, Iterator
+
+_PER_STAGE: ContextVar[bool] = ContextVar("proactflow_priced_per_stage", default=False)
+
+
+def install() -> None:
+    """Wrap litellm's per-reply cost calculator once per process."""
+    from litellm.litellm_core_utils.litellm_logging import Logging
+
+    original = Logging.response_cost_calculator
+    if getattr(original, "__proactflow__", False):
+        return
+
+    def response_cost_calculator(self: Any, *args: Any, **kwargs: Any) -> float | None:
+        if _PER_STAGE.get():
+            return None
+        return original(self, *args, **kwargs)
+
+    response_cost_calculator.__proactflow__ = True  # type: ignore[attr-defined]
+    Logging.response_cost_calculator = response_cost_calculator  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def priced_per_stage() -> Iterator[None]:
+    """Calls made inside are priced by proactflow per stage, not by litellm per reply (the
+    context is copied into any task litellm starts for the call, its logging included)."""
+    token = _PER_STAGE.set(True)
+    try:
+        yield
+    finally:
+        _PER_STAGE.reset(token)
