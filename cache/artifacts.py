@@ -29,7 +29,6 @@ import io
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -41,7 +40,7 @@ from ..errors import UserError
 from .artifact import (AFTER_METADATA, COMPLETE_METADATA, KEY_METADATA, Artifact, ArtifactSpec,
                        StoredKey, encode, read_metadata, storage_for)
 from .keys import content_key
-from .storage import Entry
+from .storage import Entry, write_temporary
 
 __all__ = ["Artifact", "ArtifactSpec", "ArtifactStore", "StoredKey", "storage_for",
            "write_atomic", "write_parquet_atomic"]
@@ -273,13 +272,8 @@ class ArtifactStore:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write bytes to a local file (exports, reports) so that `path` holds either the old
     content or all of the new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = write_temporary(path, data)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -141,7 +141,7 @@ class Storage:
 
     @staticmethod
     def _create_local(path: Path, data: bytes) -> bool:
-        tmp = _write_temporary(path, data)
+        tmp = write_temporary(path, data)
         try:
             os.link(tmp, path)  # fails with EEXIST instead of replacing, unlike a rename
             return True
@@ -166,7 +166,7 @@ class Storage:
         """Write `name` whole, replacing what was there: readers see the old or the new."""
         if self.local_root is not None:
             path = self.local_root / name
-            tmp = _write_temporary(path, data)
+            tmp = write_temporary(path, data)
             try:
                 os.replace(tmp, path)
             except BaseException:
@@ -261,7 +261,7 @@ class Storage:
             return self.fs.open(self._full(name), "rb")
 
 
-def _write_temporary(path: Path, data: bytes) -> str:
+def write_temporary(path: Path, data: bytes) -> str:
     """A synced temporary file beside `path` (same file system, so it can be linked or
     renamed into place); its name starts with a dot and ends in .tmp, for gc to recognise."""
     path.parent.mkdir(parents=True, exist_ok=True)

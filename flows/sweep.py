@@ -13,8 +13,8 @@ from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.flows.evaluate import evaluate
-from proactflow.pipeline import coverage_problem, suite_of
-from proactflow.settings import RunSettings
+from proactflow.pipeline import suite_of
+from proactflow.progress import coverage_problem
 from proactflow.sweeps import SweepConfig
 
 BOOTSTRAP_SEED = 0

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import random
 import time
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
@@ -24,6 +23,7 @@ import litellm
 from .cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
 from . import litellm_costs
+from .call_health import Breaker, CallStats
 from .errors import EndpointDown, ProviderRejected
 from .provider_errors import AttemptFailed, classify
 from .ratelimit import AdaptiveLimit, Pacer
@@ -37,50 +37,6 @@ T = TypeVar("T")
 LITELLM_VERSION = metadata.version("litellm")
 INVALID_MODEL_REPLY = "invalid model reply"
 """How an error of the model under test starts when none of its replies parsed."""
-
-
-@dataclass
-class CallStats:
-    """Counters of one client, for the run record and the closing summary. `paid_*` count the
-    tokens of every reply a provider sent in this run (judge replies asked again included);
-    answers from the cache cost nothing."""
-
-    calls: int = 0
-    http_attempts: int = 0
-    cache_hits: int = 0
-    failures: int = 0
-    not_answers: int = 0
-    invalid_replies: int = 0
-    rate_limited: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    paid_prompt_tokens: int = 0
-    paid_completion_tokens: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class _Breaker:
-    """The endpoint is down after `down_after_s` without a success while attempts kept failing
-    for reasons other than rate limiting (at least `min_failures` of them)."""
-
-    down_after_s: float
-    min_failures: int
-    failures: int = 0
-    since: float = field(default_factory=time.monotonic)
-
-    def success(self) -> None:
-        self.failures = 0
-
-    def failure(self) -> bool:
-        """Count a failure; True when the endpoint is now to be declared down."""
-        if self.failures == 0:
-            self.since = time.monotonic()
-        self.failures += 1
-        return self.failures >= self.min_failures \
-            and time.monotonic() - self.since >= self.down_after_s
 
 
 class ChatClient:
@@ -104,7 +60,7 @@ class ChatClient:
         self._completion = completion or litellm.acompletion
         self._request_pacer = request_pacer
         self._token_pacer = token_pacer
-        self._breaker = _Breaker(runtime.down_after_s, runtime.max_consecutive_failures)
+        self._breaker = Breaker(runtime.down_after_s, runtime.max_consecutive_failures)
         self._down: EndpointDown | None = None
         self._timeout = runtime.call_timeout(role.generation.max_tokens)
         self._replace: set[str] = set()

@@ -8,10 +8,8 @@ it again, and the per-call cache makes that cost only the calls that failed.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -27,11 +25,12 @@ from .schemas.arrow import conform
 from .settings import ModelRole, RunSettings
 from .stages.judgments import judge_responses
 from .stages.responses import generate_responses
+from .progress import Logger, Progress
 from .streaming import RowStream
 from .suites import get_suite
 from .suites.base import DataSource, Prompts, Suite
 
-Logger = logging.Logger | logging.LoggerAdapter
+
 
 
 @dataclass
@@ -140,28 +139,6 @@ def materialize_samples(suite: Suite, settings: RunSettings, store: ArtifactStor
     frame = suite.build_samples(settings, source)
     artifact = store.put(spec, conform(frame, suite.tables.samples))
     return artifact, _report(spec, False, True, started, frame.height)
-
-
-class Progress:
-    """Logs `done/total` of a stage now and then: every 10 % (at least 10 rows) or 15 s."""
-
-    def __init__(self, logger: Logger, label: str, total: int, failed: tuple[str, ...]):
-        self.logger, self.label, self.total, self._failed = logger, label, total, failed
-        self.done = self.failed = 0
-        self._last_time = time.monotonic()
-        self._last_done = 0
-
-    def __call__(self, row: Any) -> None:
-        self.done += 1
-        if row.status in self._failed:
-            self.failed += 1
-        now = time.monotonic()
-        step = max(10, self.total // 10)
-        if self.done == self.total or self.done - self._last_done >= step \
-                or now - self._last_time >= 15:
-            self.logger.info("%s: %d/%d done, %d failed", self.label, self.done, self.total,
-                             self.failed)
-            self._last_time, self._last_done = now, self.done
 
 
 def _client(role: ModelRole, calls: CallStore, store: ArtifactStore, settings: RunSettings,
@@ -313,24 +290,3 @@ def materialize_scores(suite: Suite, store: ArtifactStore, judgments_artifact: A
     artifact = store.put(spec, conform(frame, suite.tables.scores),
                          complete=judgments_artifact.complete)
     return artifact, _report(spec, False, judgments_artifact.complete, started, frame.height)
-
-
-def coverage_problem(suite: Suite, coverage: tuple[int, int, dict[str, int]],
-                     min_coverage: float | None) -> str | None:
-    """Why a run's coverage (`Suite.coverage`) is too low to call it a success, or None. With
-    `min_coverage`, the share of samples scored must reach it; without, no sample may be lost
-    to a failed call (replies that are not answers are the model's answers, not failures)."""
-    scored, total, lost_by_kind = coverage
-    if not total:
-        return None
-    if min_coverage is not None:
-        if scored / total < min_coverage:
-            return (f"coverage {scored}/{total} {suite.sample_noun} scored ({scored / total:.1%}) "
-                    f"is below --min-coverage {min_coverage:.1%}")
-        return None
-    lost = sum(lost_by_kind.values())
-    if lost:
-        kinds = ", ".join(f"{count} {kind}" for kind, count in lost_by_kind.items())
-        return (f"{lost} of {total} {suite.sample_noun} not scored because calls failed "
-                f"({kinds}): re-run to retry them, or accept with --min-coverage")
-    return None

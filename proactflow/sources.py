@@ -176,17 +176,25 @@ def extract_string_constant(module_source: str, name: str = JUDGE_TEMPLATE_NAME)
     raise UserError(f"the upstream prompt module defines no string {name}")
 
 
-def read_judge_prompt_file(path: str | Path) -> Prompt:
+def read_prompt_file(path: str | Path, label: str = "prompt") -> Prompt:
+    """A prompt of the user's, used as is: no newline is stripped, since the text is sent byte
+    for byte. Every way it cannot be read is one line."""
     path = Path(path).expanduser()
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise UserError(f"judge prompt file not found: {path}") from None
+        raise UserError(f"{label} file not found: {path}") from None
     except UnicodeDecodeError:
-        raise UserError(f"judge prompt file is not UTF-8: {path}") from None
+        raise UserError(f"{label} file is not UTF-8: {path}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {label} file {path}: {exc.strerror}") from None
     if not text.strip():
-        raise UserError(f"judge prompt file is empty: {path}")
+        raise UserError(f"{label} file is empty: {path}")
     return Prompt(text, text_sha256(text), str(path))
+
+
+def read_judge_prompt_file(path: str | Path) -> Prompt:
+    return read_prompt_file(path, "judge prompt")
 
 
 def fetch_upstream_judge_prompt(store: ArtifactStore | Path | str,

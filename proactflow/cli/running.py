@@ -206,7 +206,8 @@ def print_usage(usage: dict[str, Any]) -> None:
 
 def coverage_status(settings: RunSettings, result: dict[str, Any]) -> int:
     """1 when too few samples were scored, so that cron and CI see a bad night; else 0."""
-    from ..pipeline import coverage_problem, suite_of
+    from ..pipeline import suite_of
+    from ..progress import coverage_problem
 
     problem = coverage_problem(suite_of(settings), result["coverage"], settings.min_coverage)
     if problem is None:

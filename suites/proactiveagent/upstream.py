@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...cache.artifacts import ArtifactStore
 from ...cache.keys import text_sha256
 from ...errors import UserError
+from ... import sources
 from ...network import unreachable
 from .data import (RewardTestRow, TraceEvent, parse_reward_test_set, parse_splits, parse_trace,
                    split_membership, trace_name)
@@ -229,17 +230,7 @@ def load_upstream_prompts(store: ArtifactStore | Path) -> Prompts:
 
 
 def read_prompt_file(path: str | Path) -> PromptText:
-    """A prompt of the user's (`--eval-system-prompt-file`, `--judge-prompt`), used as is: no
-    newline is stripped, since the text is sent byte for byte."""
-    path = Path(path).expanduser()
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise UserError(f"prompt file not found: {path}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"prompt file is not UTF-8: {path}") from None
-    except OSError as exc:
-        raise UserError(f"cannot read prompt file {path}: {exc.strerror}") from None
-    if not text.strip():
-        raise UserError(f"prompt file is empty: {path}")
-    return PromptText(text=text, sha256=text_sha256(text), source=str(path))
+    """A prompt of the user's (`--eval-system-prompt-file`, `--judge-prompt`, `--prompt`), used
+    as is (see proactflow.sources.read_prompt_file)."""
+    found = sources.read_prompt_file(path)
+    return PromptText(text=found.text, sha256=found.sha256, source=found.source)

@@ -1,0 +1,51 @@
+"""What a client of one role keeps about its calls: counters for the run record and summary,
+and the breaker that declares an endpoint down."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CallStats:
+    """Counters of one client, for the run record and the closing summary. `paid_*` count the
+    tokens of every reply a provider sent in this run (judge replies asked again included);
+    answers from the cache cost nothing."""
+
+    calls: int = 0
+    http_attempts: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    not_answers: int = 0
+    invalid_replies: int = 0
+    rate_limited: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    paid_prompt_tokens: int = 0
+    paid_completion_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Breaker:
+    """The endpoint is down after `down_after_s` without a success while attempts kept failing
+    for reasons other than rate limiting (at least `min_failures` of them)."""
+
+    down_after_s: float
+    min_failures: int
+    failures: int = 0
+    since: float = field(default_factory=time.monotonic)
+
+    def success(self) -> None:
+        self.failures = 0
+
+    def failure(self) -> bool:
+        """Count a failure; True when the endpoint is now to be declared down."""
+        if self.failures == 0:
+            self.since = time.monotonic()
+        self.failures += 1
+        return self.failures >= self.min_failures \
+            and time.monotonic() - self.since >= self.down_after_s
