@@ -1,0 +1,243 @@
+"""A sweep whose evaluations run on Prefect workers, as across machines: a real `prefect server
+start` (on the test PostgreSQL when there is one), the repository's prefect.yaml deployed with
+`prefect deploy --name evaluate`, two `prefect worker start` processes, each with a folder and
+state of its own, the store on S3 (SeaweedFS) and the calls in PostgreSQL when those servers can
+start here (else a local folder and the store's own cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS, synthetic_model
+from test_prefect_server import free_port, post
+
+ROOT = Path(__file__).resolve().parent.parent
+POOL = "proactflow"  # prefect.yaml's
+MODELS = ("gen", "synth", "synth2", "synth3")
+GPU_MODELS = ("gen", "synth")  # in work queue "gpu", served by worker "w-gpu" only
+START_SECONDS = 120
+
+
+def optional(request, fixture: str):
+    """A session fixture's value, or None where it skipped (under CI=true it fails instead)."""
+    try:
+        return request.getfixturevalue(fixture)
+    except pytest.skip.Exception as exc:
+        print(f"without {fixture}: {exc}")
+        return None
+
+
+def prefect(env: dict[str, str], *args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def wait_until(ready, what: str, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while not ready():
+        assert process is None or process.poll() is None, f"{what}: the process exited"
+        assert time.monotonic() < deadline, f"{what}: not ready in {START_SECONDS} s"
+        time.sleep(0.5)
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def cluster(request, tmp_path_factory):
+    """The server, the pool, the deployment and two workers; yields what a sweep needs."""
+    root = tmp_path_factory.mktemp("cluster")
+    postgres, seaweed = optional(request, "postgres_server"), optional(request, "seaweed")
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("PREFECT_", "AWS_", "PROACTFLOW_"))}
+    base.update(PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    server_env = dict(base, PREFECT_HOME=str(root / "server-home"))
+    database = None
+    if postgres is not None:
+        # One PostgreSQL for both: the Prefect server's database and the sweep's calls.
+        server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = postgres.create_database().replace(
+            "postgresql://", "postgresql+asyncpg://", 1)
+        database = postgres.create_database()
+    url = f"http://127.0.0.1:{free_port()}/api"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+         url.split(":")[2].split("/")[0]], env=server_env, stdout=subprocess.DEVNULL,
+        stderr=open(root / "server.log", "w"))
+    processes = [server]
+    try:
+        wait_until(lambda: answers(url), "prefect server start", server)
+        client_env = dict(base, PREFECT_API_URL=url, PREFECT_HOME=str(root / "client-home"))
+        prefect(client_env, "work-pool", "create", POOL, "--type", "process")
+        prefect(client_env, "deploy", "--name", "evaluate")
+        shared = dict(client_env, **(seaweed.environment() if seaweed else {}),
+                      **({"PROACTFLOW_DATABASE": database} if database else {}))
+        folders = {}
+        for name, queue in (("w-gpu", "gpu"), ("w-cpu", "default")):
+            folder = folders[name] = root / name
+            (folder / "cwd").mkdir(parents=True)
+            env = dict(shared, PREFECT_HOME=str(folder / "home"), PREFECT_WORKER_QUERY_SECONDS="2",
+                       PROACTFLOW_STATE_DIR=str(folder / "state"))
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "4",
+                 "--name", name, "--work-queue", queue], cwd=folder / "cwd", env=env,
+                stdout=open(folder / "worker.log", "w"), stderr=subprocess.STDOUT))
+
+        def online() -> bool:
+            workers = post(url, f"/work_pools/{POOL}/workers/filter", {})
+            return {w["name"] for w in workers if w["status"] == "ONLINE"} >= set(folders)
+
+        wait_until(online, "two workers")
+        yield {"url": url, "env": client_env, "store_env": seaweed.environment() if seaweed else {},
+               "seaweed": seaweed, "database": database, "folders": folders, "root": root}
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def sweep_file(path: Path, fake, cluster, store: str, models, *, extra: str = "",
+               queue_of=lambda model: "gpu" if model in GPU_MODELS else None) -> Path:
+    database = f'database = "{cluster["database"]}"\n' if cluster["database"] else ""
+    entries = "".join(
+        f'\n[[models]]\nmodel = "openai/{m}"\napi_base = "{fake.url}"\n'
+        + (f'work_queue = "{queue_of(m)}"\n' if queue_of(m) else "") for m in models)
+    path.write_text(f"""store = "{store}"
+{database}out = "{path.parent / 'out'}"
+corpus = "{SAMPLE_CORPUS}"
+judge_prompt = "{JUDGE_PROMPT}"
+limit = 2
+deployment = "evaluate/evaluate"
+{extra}
+[[judges]]
+model = "openai/judge2"
+api_base = "{fake.url}"
+{entries}""")
+    return path
+
+
+def sweep(cluster, config: Path, cwd: Path) -> subprocess.CompletedProcess:
+    cwd.mkdir(exist_ok=True)
+    env = dict(cluster["env"], **cluster["store_env"], PREFECT_HOME=str(cwd / "home"))
+    return subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                           str(config)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def evaluate_runs(url: str) -> list[dict]:
+    return post(url, "/flow_runs/filter", {"deployments": {"name": {"any_": ["evaluate"]}},
+                                           "limit": 200, "offset": 0, "sort": "NAME_ASC"})
+
+
+def worker_of(url: str, run: dict) -> str:
+    """The worker that ran a flow run, from the line it logs to the run when it takes it."""
+    logs = post(url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}},
+                                      "limit": 200, "offset": 0, "sort": "TIMESTAMP_ASC"})
+    found = {m[1] for log in logs
+             if (m := re.match(r"Worker '([^']+)' submitting flow run", log["message"]))}
+    assert len(found) == 1, (run["name"], found)
+    return found.pop()
+
+
+def local_leftovers(*folders: Path) -> list[Path]:
+    """What a store writes (artifacts, run records, a default store folder, a call cache)
+    found under local folders."""
+    return [path for folder in folders for path in folder.rglob("*")
+            if path.suffix == ".parquet" or path.parent.name == "runs"
+            or path.name in (".proactflow", "calls")]
+
+
+def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
+    for name in ("synth2", "synth3"):
+        fake.responders[name] = synthetic_model
+    # On S3 the call cache is PostgreSQL's (or each machine's own, which is not exact across
+    # workers): S3 only with a database.
+    seaweed = cluster["seaweed"] if cluster["database"] else None
+    store = f"s3://{seaweed.bucket}/sweep-{uuid.uuid4().hex[:8]}" if seaweed \
+        else str(tmp_path / "store")
+    config = sweep_file(tmp_path / "sweep.toml", fake, cluster, store, MODELS)
+    clock = time.monotonic()
+    done = sweep(cluster, config, tmp_path / "cwd")
+    seconds = time.monotonic() - clock
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for model in MODELS:
+        assert f"ok      openai/{model} judged by openai/judge2" in done.stdout
+    # Every call once: 6 triggers of the first 2 dialogues per model; the three synthetic
+    # models answer alike, so the judge is asked 6 + 6 different things, each once, whichever
+    # worker asks first.
+    assert {m: fake.calls[m] for m in (*MODELS, "judge2")} == \
+        {**{m: 6 for m in MODELS}, "judge2": 12}
+    asked = [json.dumps([r["model"], r["messages"]]) for r in fake.requests]
+    assert len(set(asked)) == len(asked)
+    url = cluster["url"]
+    runs = [r for r in evaluate_runs(url) if r["state"]["type"] == "COMPLETED"]
+    assert len(runs) == len(MODELS)
+    ran_on = {r["name"].split(" judged by ")[0]: worker_of(url, r) for r in runs}
+    assert ran_on == {f"openai/{m}": "w-gpu" if m in GPU_MODELS else "w-cpu" for m in MODELS}
+    assert all(r["parent_task_run_id"] for r in runs)  # subflows of the sweep in the UI
+    assert len({r["infrastructure_pid"] for r in runs}) == len(MODELS)
+    print(f"\n2-worker sweep of {len(MODELS)} models: {seconds:.1f} s; calls "
+          f"{dict(fake.calls)}; ran on {ran_on}; store {'S3' if seaweed else 'folder'}, "
+          f"database {'PostgreSQL' if cluster['database'] else 'none'}")
+    out = tmp_path / "out"
+    board = pl.read_csv(out / "leaderboard.csv")
+    assert sorted(board["model"].unique().to_list()) == sorted(f"openai/{m}" for m in MODELS)
+    for model in MODELS:  # the pairs' exports, written by the sweep from the store
+        metrics = json.loads((out / f"openai_{model}__openai_judge2" / "metrics.json")
+                             .read_text())
+        assert metrics
+    assert "openai/synth3" in (out / "report.html").read_text()
+    if seaweed:
+        # The workers' folders and state, the sweep's folder: no artifact, record or store.
+        assert not local_leftovers(cluster["root"], tmp_path / "cwd")
+
+    fake.reset_counts()
+    again = sweep(cluster, config, tmp_path / "cwd")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert sum(fake.calls.values()) == 0
+
+
+def test_a_missing_deployment_is_one_line(cluster, fake, tmp_path):
+    config = sweep_file(tmp_path / "sweep.toml", fake, cluster, str(tmp_path / "store"),
+                        ("gen",))
+    config.write_text(config.read_text().replace('"evaluate/evaluate"', '"evaluate/nightly"'))
+    done = sweep(cluster, config, tmp_path / "cwd")
+    assert done.returncode == 2
+    assert done.stderr == (f"proactflow: error: no deployment evaluate/nightly on the Prefect "
+                           f"server at {cluster['url']}: create it with 'prefect deploy --name "
+                           "nightly' from the repository root (prefect.yaml)\n")
+
+
+def test_no_worker_is_one_line_and_the_runs_are_cancelled(cluster, fake, tmp_path):
+    config = sweep_file(tmp_path / "sweep.toml", fake, cluster, str(tmp_path / "store"),
+                        ("gen", "synth"), extra="deployment_timeout = 3\n",
+                        queue_of=lambda model: "nobody")
+    done = sweep(cluster, config, tmp_path / "cwd")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == (
+        "proactflow: error: no worker took the sweep's evaluations from work queue 'nobody' of "
+        "pool 'proactflow' in 3 s: start one with 'prefect worker start --pool proactflow "
+        "--work-queue nobody'")
+    assert sum(fake.calls.values()) == 0
+    waiting = [r for r in evaluate_runs(cluster["url"]) if r["work_queue_name"] == "nobody"]
+    assert len(waiting) == 2 and {r["state"]["type"] for r in waiting} == {"CANCELLED"}
