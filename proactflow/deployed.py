@@ -28,6 +28,8 @@ from .settings import RunSettings
 
 POLL_SECONDS = 2.0
 """Between looks at the runs: one API call for all of them, plus one per queue still waiting."""
+PAGE = 200
+"""Flow runs read per request: the Prefect server's default and largest page."""
 _EXCEPTION_PREFIX = re.compile(r"^Flow run encountered an exception: \w+: ")
 
 
@@ -116,8 +118,8 @@ def _reason(state: Any) -> str:
     return _EXCEPTION_PREFIX.sub("", message) or (state.name if state is not None else "lost")
 
 
-async def _wait(client: Any, submitted: list[Submitted], pool: str, timeout: float,
-                logger: Any) -> dict[uuid.UUID, str | None]:
+async def _wait(client: Any, submitted: list[Submitted], pool: str, default_queue: str,
+                timeout: float, logger: Any) -> dict[uuid.UUID, str | None]:
     """Run id -> None when it completed, else why not. A run still scheduled in a queue that no
     worker has polled for `timeout` seconds (counted from now at the earliest) is cancelled, so
     a worker started later does not run it unasked."""
@@ -128,8 +130,10 @@ async def _wait(client: Any, submitted: list[Submitted], pool: str, timeout: flo
     outcome: dict[uuid.UUID, str | None] = {}
     pending = {s.run_id: s for s in submitted}
     while pending:
-        runs = await client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(pending))))
+        ids, runs = list(pending), []
+        for start in range(0, len(ids), PAGE):  # the server answers at most PAGE at a time
+            runs += await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=ids[start:start + PAGE])), limit=PAGE)
         waiting: dict[str, list[uuid.UUID]] = {}
         for run in runs:
             if run.state is not None and run.state.is_final():
@@ -138,17 +142,18 @@ async def _wait(client: Any, submitted: list[Submitted], pool: str, timeout: flo
             elif run.state is None or run.state.is_scheduled():
                 waiting.setdefault(pending[run.id].queue, []).append(run.id)
         now = datetime.now(timezone.utc)
-        for queue, ids in waiting.items():
+        for queue, queued in waiting.items():
             found = await client.read_work_queue_by_name(queue, work_pool_name=pool)
             polled = max(since, found.last_polled or since)
             if now - polled <= timedelta(seconds=timeout):
                 continue
+            # A worker started without --work-queue serves every queue of the pool.
             command = f"prefect worker start --pool {pool}" + \
-                ("" if queue == "default" else f" --work-queue {queue}")
+                ("" if queue == default_queue else f" --work-queue {queue}")
             reason = (f"no worker took it from work queue {queue!r} of pool {pool!r} in "
                       f"{timeout:g} s: start one with '{command}'")
             logger.error("%s", reason)
-            for run_id in ids:
+            for run_id in queued:
                 await client.set_flow_run_state(run_id, Cancelled(message=reason), force=True)
                 outcome[run_id] = reason
                 del pending[run_id]
@@ -201,7 +206,8 @@ async def run_evaluations(name: str, runs: list[RunSettings], queues: list[str |
             for index, (settings, queue) in enumerate(zip(runs, queues))))
         clock = time.monotonic()
         logger.info("%d runs of %s sent to pool %s", len(submitted), name, pool)
-        reasons = await _wait(client, submitted, pool, timeout, logger)
+        reasons = await _wait(client, submitted, pool, deployment.work_queue_name or "default",
+                              timeout, logger)
     logger.info("deployment runs finished in %.1f s", time.monotonic() - clock)
     unserved = [r for r in reasons.values() if r and r.startswith("no worker took it")]
     if unserved and len(unserved) == len(submitted):
