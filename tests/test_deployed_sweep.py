@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -198,8 +199,17 @@ def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
     ran_on = {r["name"].split(" judged by ")[0]: worker_of(url, r) for r in runs}
     assert ran_on == {f"openai/{m}": "w-gpu" if m in GPU_MODELS else "w-cpu" for m in MODELS}
     assert all(r["parent_task_run_id"] for r in runs)  # subflows of the sweep in the UI
+    sent = json.dumps([r["parameters"] for r in runs])  # what the workers were given
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert cluster["store_env"].get(name, "absent") not in sent
+    if cluster["database"]:  # redacted: each worker's PROACTFLOW_DATABASE supplies it
+        assert cluster["database"] not in sent and "postgresql://***@" in sent
     assert len({r["infrastructure_pid"] for r in runs}) == len(MODELS)
-    print(f"\n2-worker sweep of {len(MODELS)} models: {seconds:.1f} s; calls "
+    waited = [datetime.fromisoformat(r["start_time"]) -
+              datetime.fromisoformat(r["expected_start_time"]) for r in runs]
+    print(f"\nruns: {max(w.total_seconds() for w in waited):.1f} s at most from scheduled to "
+          f"running, {max(r['total_run_time'] for r in runs):.1f} s at most running")
+    print(f"2-worker sweep of {len(MODELS)} models: {seconds:.1f} s; calls "
           f"{dict(fake.calls)}; ran on {ran_on}; store {'S3' if seaweed else 'folder'}, "
           f"database {'PostgreSQL' if cluster['database'] else 'none'}")
     out = tmp_path / "out"
@@ -215,9 +225,11 @@ def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
         assert not local_leftovers(cluster["root"], tmp_path / "cwd")
 
     fake.reset_counts()
+    clock = time.monotonic()
     again = sweep(cluster, config, tmp_path / "cwd")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert sum(fake.calls.values()) == 0
+    print(f"the same sweep again: {time.monotonic() - clock:.1f} s, no call")
 
 
 def test_a_missing_deployment_is_one_line(cluster, fake, tmp_path):
@@ -256,3 +268,31 @@ def test_a_failed_evaluation_is_listed_with_its_reason(cluster, fake, tmp_path):
     assert "FAILED  openai/locked judged by openai/judge2: openai/locked: the provider " \
            "rejected the credentials" in done.stdout
     assert "ok      openai/gen judged by openai/judge2" in done.stdout
+
+
+def test_a_pair_sent_twice_by_one_sweep_run_is_one_flow_run(cluster, fake, tmp_path):
+    """The idempotency key: a retried sweep run finds the runs it made."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Cancelled
+
+    from proactflow.deployed import _submit
+    from proactflow.sweeps import SweepConfig
+
+    config = SweepConfig.model_validate({
+        "deployment": "evaluate/evaluate", "store": str(tmp_path / "store"),
+        "judges": [{"model": "openai/judge2", "api_base": fake.url}],
+        "models": [{"model": "openai/gen", "api_base": fake.url, "work_queue": "later"}]})
+
+    async def twice() -> list:
+        async with get_client() as client:
+            runs = [await _submit(client, config.deployment, "sweep-1", 0, config.runs()[0],
+                                  "later") for _ in range(2)]
+            await client.set_flow_run_state(runs[0].run_id, Cancelled(), force=True)
+            return runs
+
+    with temporary_settings({PREFECT_API_URL: cluster["url"]}):
+        first, second = asyncio.run(twice())
+    assert first.run_id == second.run_id
