@@ -67,12 +67,20 @@ async def find_deployment(client: Any, name: str) -> Any:
 
 
 def check_deployment(name: str) -> None:
-    """`find_deployment` from synchronous code (the CLI, before the sweep starts)."""
+    """`find_deployment` from synchronous code (the CLI, before the sweep starts); a server out
+of reach is a one-line error too."""
+    import httpx
     from prefect.client.orchestration import get_client
 
     async def look() -> None:
         async with get_client() as client:
-            await find_deployment(client, name)
+            try:
+                await find_deployment(client, name)
+            except httpx.TransportError as exc:
+                raise UserError(f"cannot reach the Prefect server at "
+                                f"{str(client.api_url).rstrip('/')} ({exc or type(exc).__name__})"
+                                ": start it ('prefect server start') or correct PREFECT_API_URL"
+                                ) from None
 
     asyncio.run(look())
 

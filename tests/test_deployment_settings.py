@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from helpers import run_cli
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 
 
 def test_what_workers_get_holds_no_secret_and_no_local_folder(tmp_path, monkeypatch):
@@ -61,3 +62,19 @@ def test_a_deployment_without_a_prefect_server_is_one_line(tmp_path):
     assert done.returncode == 2 and done.stderr == (
         "proactflow: error: deployment evaluate/evaluate needs the Prefect server its workers "
         "use: set PREFECT_API_URL (e.g. http://prefect.lan:4200/api)\n")
+
+
+def test_a_prefect_server_out_of_reach_is_one_line(tmp_path):
+    from test_prefect_server import free_port
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'deployment = "evaluate/evaluate"\ncorpus = "{SAMPLE_CORPUS}"\n'
+                      f'judge_prompt = "{JUDGE_PROMPT}"\nstore = "{tmp_path / "store"}"\n'
+                      '[[judges]]\nmodel = "openai/j"\n[[models]]\nmodel = "openai/m"\n')
+    url = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
+    env = dict(os.environ, PREFECT_API_URL=url)
+    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                           str(config)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr == (
+        f"proactflow: error: cannot reach the Prefect server at {url} (All connection attempts "
+        "failed): start it ('prefect server start') or correct PREFECT_API_URL\n")
