@@ -142,6 +142,9 @@ async def _wait(client: Any, submitted: list[Submitted], pool: str, default_queu
         for start in range(0, len(ids), PAGE):  # the server answers at most PAGE at a time
             runs += await client.read_flow_runs(flow_run_filter=FlowRunFilter(
                 id=FlowRunFilterId(any_=ids[start:start + PAGE])), limit=PAGE)
+        for gone in set(ids) - {run.id for run in runs}:
+            outcome[gone] = "its flow run was deleted"
+            del pending[gone]
         waiting: dict[str, list[uuid.UUID]] = {}
         for run in runs:
             if run.state is not None and run.state.is_final():

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -248,3 +249,28 @@ def test_a_pair_sent_twice_by_one_sweep_run_is_one_flow_run(cluster, fake, tmp_p
     with temporary_settings({PREFECT_API_URL: cluster["url"]}):
         first, second = asyncio.run(twice())
     assert first.run_id == second.run_id
+
+
+def test_a_deleted_run_fails_its_pair_and_the_sweep_ends(cluster, fake, tmp_path):
+    """What README says to do with a run whose worker's machine vanished."""
+    config = sweep_file(tmp_path / "sweep.toml", fake, cluster, str(tmp_path / "store"),
+                        ("gen",), queue_of=lambda model: "vanished")
+    (tmp_path / "cwd").mkdir()
+    env = dict(cluster["env"], PREFECT_HOME=str(tmp_path / "cwd" / "home"))
+    running = subprocess.Popen([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                                str(config)], cwd=tmp_path / "cwd", env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        def sent() -> list[dict]:
+            return [r for r in evaluate_runs(cluster["url"])
+                    if r["work_queue_name"] == "vanished"]
+
+        wait_until(lambda: bool(sent()), "the sweep's run", running, skip=False)
+        request = urllib.request.Request(f"{cluster['url']}/flow_runs/{sent()[0]['id']}",
+                                         method="DELETE")
+        urllib.request.urlopen(request, timeout=30).close()
+        out, _ = running.communicate(timeout=120)
+    finally:
+        running.kill()
+    assert running.returncode == 1
+    assert "FAILED  openai/gen judged by openai/judge2: its flow run was deleted" in out
