@@ -245,10 +245,12 @@ class ArtifactStore:
         self._storage.replace(relative, data)
         return self._storage.location(relative)
 
-    def records(self) -> list[tuple[Entry, bytes]]:
-        """Every run record file with its bytes, by name."""
+    def records(self, run_id: str = "") -> list[tuple[Entry, bytes]]:
+        """Every run record file with its bytes, by name; only those of `run_id` when given
+        (its first 8 characters end the name: only they are read)."""
         entries = [e for e in self._storage.files("runs")
-                   if e.name.endswith(".json") and e.name.count("/") == 1]
+                   if e.name.endswith(f"{'-' + run_id[:8] if run_id else ''}.json")
+                   and e.name.count("/") == 1]
         return [(entry, self._storage.read(entry.name)) for entry in entries]
 
     def remove_record(self, name: str) -> None:

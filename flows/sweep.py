@@ -1,6 +1,6 @@
-"""Prefect flow `sweep`: evaluate many models (each an `evaluate` subflow, all at once), then
-build the suite's leaderboard of those that finished. A model that fails does not stop the
-others; the summary says which failed and why."""
+"""Prefect flow `sweep`: evaluate many models (each an `evaluate` subflow, all at once, here or
+as runs of a deployment on workers), then build the suite's leaderboard of those that finished.
+A model that fails does not stop the others; the summary says which failed and why."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
+from proactflow.deployed import run_evaluations
 from proactflow.flows.evaluate import evaluate
 from proactflow.pipeline import suite_of
 from proactflow.progress import coverage_problem
@@ -54,8 +55,13 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     """Evaluate every (model, judge) of the sweep concurrently, then rank them."""
     logger = get_run_logger()
     runs = config.runs()
-    outcomes = await asyncio.gather(*(evaluate(settings=settings) for settings in runs),
-                                    return_exceptions=True)
+    outcomes: list[Any]
+    if config.deployment:  # on the pool's workers, wherever they are
+        outcomes = await run_evaluations(config.deployment, runs, config.work_queues(),
+                                         config.deployment_timeout)
+    else:
+        outcomes = await asyncio.gather(*(evaluate(settings=settings) for settings in runs),
+                                        return_exceptions=True)
     suite = suite_of(runs[0])
     finished, failures, usage, summary = [], [], [], []
     for settings, outcome in zip(runs, outcomes):

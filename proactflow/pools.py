@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
+from .streaming import StageAborted
+
 T = TypeVar("T")
 
 
@@ -54,10 +56,17 @@ async def run_together(*coroutines: Awaitable[Any]) -> list[Any]:
     propagates."""
     tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        while pending:
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [task.exception() for task in tasks
+                      if task.done() and not task.cancelled() and task.exception() is not None]
+            # A consumer stops (StageAborted) the moment its producer fails, often before the
+            # producer's error is back from Prefect's task engine: wait for that error, the
+            # cause, instead of reporting the consequence.
+            causes = [exc for exc in failed if not isinstance(exc, StageAborted)]
+            if causes or (failed and not pending):
+                raise (causes or failed)[0]  # type: ignore[misc]
         return [task.result() for task in tasks]
     finally:
         for task in tasks:

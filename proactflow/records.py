@@ -89,6 +89,16 @@ def run_provenance(settings: RunSettings, prompts: dict[str, str], corpus_revisi
             "corpus_revision": corpus_revision, "artifacts": {r.stage: r.key for r in reports}}
 
 
+_RECORD_ONLY = ("run_id", "flow", "started", "finished", "seconds", "complete", "settings",
+                "stages", "outputs", "usage", "versions")
+"""What a record holds besides the run's provenance (see write_run_record)."""
+
+
+def provenance_of(record: dict[str, Any]) -> dict[str, Any]:
+    """The provenance a run wrote its exports with, read back from its record."""
+    return {name: value for name, value in record.items() if name not in _RECORD_ONLY}
+
+
 def write_run_record(settings: RunSettings, *, run_id: str, flow: str, started: datetime,
                      seconds: float, complete: bool, provenance: dict[str, Any],
                      reports: list[StageReport], outputs: dict[str, str],

@@ -73,10 +73,11 @@ def runs_folder(store: ArtifactStore) -> str:
     return store.location("runs")
 
 
-def read_records(store: ArtifactStore) -> list[RunRecord]:
-    """Every run record of the store, oldest first; an unreadable file is a one-line error."""
+def read_records(store: ArtifactStore, *, run_id: str = "") -> list[RunRecord]:
+    """Every run record of the store (or those whose name says they may be of `run_id`), oldest
+    first; an unreadable file is a one-line error."""
     records = []
-    for entry, data in store.records():
+    for entry, data in store.records(run_id):
         location = store.location(entry.name)
         try:
             content = json.loads(data.decode("utf-8"))

@@ -13,6 +13,8 @@ limit = 20                            # optional
 # [prompts]                           # optional: a suite's prompts from your own files
 # agent_instruction = "step.txt"
 concurrency = 16                      # optional, per role
+# deployment = "evaluate/evaluate"    # optional: each pair a run of this deployment, on the
+                                      # pool's workers (a model's `work_queue` picks a queue)
 
 [[judges]]
 model = "gpt-5.4"
@@ -32,14 +34,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_serializer,
-                      field_validator)
+                      field_validator, model_validator)
 
 from .effective import safety_settings_off
 from .errors import UserError
-from .redaction import redact_url
+from .redaction import redact_url, url_has_secrets
 from .evaluations import safe_name
 from .postgres import check_database_url, default_database
 from .settings import (DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
@@ -68,6 +70,10 @@ class SweepModel(BaseModel):
     revision: str | None = Field(
         default=None, description="Your label for what serves this model now (a checkpoint, a "
                                   "deployment date): a new label asks every call again.")
+    work_queue: str | None = Field(
+        default=None, description="Models, with `deployment` only: the work queue of the pool "
+                                  "its evaluations wait in (e.g. one served by its GPU node's "
+                                  "worker); default the deployment's.")
 
     @field_serializer("api_base")
     def _without_secrets(self, api_base: str | None) -> str | None:
@@ -121,6 +127,28 @@ class SweepConfig(BaseModel):
     min_coverage: float | None = Field(
         default=None, ge=0, le=1, description="Share of triggers each pair must score for the "
                                               "sweep to succeed; default: none lost to errors.")
+    deployment: str | None = Field(
+        default=None, description="flow/deployment (evaluate/evaluate): each pair runs as a run "
+                                  "of it on the pool's workers; default: in this process.")
+    deployment_timeout: float = Field(
+        default=600.0, gt=0, description="Seconds a pair's run may wait in a work queue that no "
+                                         "worker polls before it is cancelled and fails.")
+
+    @model_validator(mode="after")
+    def _deployable(self) -> "SweepConfig":
+        if any(judge.work_queue for judge in self.judges):
+            raise ValueError("work_queue belongs to [[models]] entries: a judge runs where its "
+                             "model's evaluation runs")
+        if not self.deployment:
+            if any(model.work_queue for model in self.models):
+                raise ValueError("work_queue needs deployment = \"evaluate/evaluate\"")
+            return self
+        for entry in [*self.models, *self.judges]:
+            if entry.api_base and url_has_secrets(entry.api_base):
+                # Workers get the settings redacted: such a URL would reach them masked.
+                raise ValueError(f"{entry.model}: with a deployment, credentials go in the "
+                                 "workers' environment (api_key_env), not in api_base")
+        return self
 
     @field_validator("database")
     @classmethod
@@ -136,20 +164,33 @@ class SweepConfig(BaseModel):
         return check_store(value) if value else value
 
     def runs(self) -> list[RunSettings]:
-        """One RunSettings per (model, judge), in file order."""
-        store = self.store or default_store()
-        out = Path(self.out) if self.out else None
+        """One RunSettings per (model, judge), in file order. For a deployment, local paths are
+        made absolute: a worker resolves them in its own folder, on its own machine."""
+        place: Callable[[str], str] = _absolute if self.deployment else str
+        store = place(self.store or default_store())
+        out = Path(place(self.out)) if self.out else None
         return [RunSettings(
             suite=self.suite, model_under_test=model.role("model_under_test", self.suite),
             judge=judge.role("judge", self.suite),
-            corpus=CorpusSource(path=self.corpus, revision=self.revision, limit=self.limit),
-            judge_prompt_file=self.judge_prompt, prompt_files=self.prompts, store=store,
+            corpus=CorpusSource(path=self.corpus and place(self.corpus), revision=self.revision,
+                                limit=self.limit),
+            judge_prompt_file=self.judge_prompt and place(self.judge_prompt),
+            prompt_files={name: place(file) for name, file in self.prompts.items()}, store=store,
             samples=self.samples, database=self.database or default_database(),
             min_coverage=self.min_coverage,
             out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
             else None,
             runtime=RuntimeOptions(concurrency=self.concurrency))
             for model in self.models for judge in self.judges]
+
+
+    def work_queues(self) -> list[str | None]:
+        """The work queue of each of `runs()`, in its order (None: the deployment's)."""
+        return [model.work_queue for model in self.models for _ in self.judges]
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else str(Path(path).expanduser().resolve())
 
 
 def load_sweep(path: str | Path) -> SweepConfig:

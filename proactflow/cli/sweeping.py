@@ -21,18 +21,30 @@ def sweep_command(args: argparse.Namespace) -> int:
     if args.database:
         config = config.model_copy(update={"database": check_database_url(args.database)})
     runs = config.runs()
+    if config.deployment:
+        from prefect.settings import PREFECT_API_URL
+
+        from ..deployed import check_deployment
+
+        if not PREFECT_API_URL.value():
+            raise UserError(f"deployment {config.deployment} needs the Prefect server its "
+                            "workers use: set PREFECT_API_URL (e.g. http://prefect.lan:4200/api)")
+        check_deployment(config.deployment)
     store = open_store(runs[0])
     suite = suite_of(runs[0])
     suite.check_settings(runs[0])
     materialize_samples(suite, runs[0], store)     # validates the data once for all
     suite.generation_prompts(runs[0], store)
     suite.judge_prompts(runs[0], store)
+    # With a deployment the workers make the calls, with their keys and their network: a pair
+    # they cannot serve fails there, with its reason.
+    access = (lambda role, kind: None) if config.deployment else check_access
     for judge in config.judges:
-        check_access(judge.role("judge", config.suite), "judge")
+        access(judge.role("judge", config.suite), "judge")
     skipped, models = [], []
     for model in config.models:
         try:
-            check_access(model.role("model_under_test", config.suite), "model under test")
+            access(model.role("model_under_test", config.suite), "model under test")
         except UserError as exc:
             skipped.append({"model": model.model, "judge": "-", "error": str(exc)})
             print(f"skipping {model.model}: {exc}")

@@ -1,0 +1,80 @@
+"""What a sweep with a deployment sends its workers and refuses, without a server: settings
+without secrets or relative paths, one-line errors for misplaced work queues, credentials in
+an endpoint URL, and no Prefect server to reach."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import run_cli
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+
+
+def test_what_workers_get_holds_no_secret_and_no_local_folder(tmp_path, monkeypatch):
+    from proactflow.deployed import worker_parameters
+    from proactflow.sweeps import SweepConfig
+
+    monkeypatch.chdir(tmp_path)
+    config = SweepConfig.model_validate({
+        "deployment": "evaluate/evaluate", "store": "store", "out": "out",
+        "database": "postgresql://proactflow@db.lan:5432/proactflow",
+        "corpus": "dialogues.jsonl", "judges": [{"model": "gpt-5.4"}],
+        "models": [{"model": "openai/m", "api_base": "http://gpu1.lan:8000/v1",
+                    "work_queue": "gpu1"}, {"model": "gpt-4o-mini"}]})
+    settings = config.runs()[0]
+    assert settings.store == str(tmp_path / "store")  # a worker resolves nothing in its folder
+    assert settings.corpus.path == str(tmp_path / "dialogues.jsonl")
+    sent = worker_parameters(settings)["settings"]
+    assert sent["database"] == "postgresql://***@db.lan:5432/proactflow"
+    assert sent["out"] is None and settings.out == str(tmp_path / "out" / "openai_m__gpt-5.4")
+    assert config.work_queues() == ["gpu1", None]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[[judges]]\nmodel = "j"\n[[models]]\nmodel = "m"\nwork_queue = "gpu"\n',
+     "(file): Value error, work_queue needs deployment"),
+    ('deployment = "evaluate/evaluate"\n[[judges]]\nmodel = "j"\nwork_queue = "gpu"\n'
+     '[[models]]\nmodel = "m"\n', "(file): Value error, work_queue belongs to [[models]]"),
+    ('deployment = "evaluate/evaluate"\n[[judges]]\nmodel = "j"\n[[models]]\n'
+     'model = "openai/m"\napi_base = "http://user:pw@gpu1.lan/v1"\n',
+     "(file): Value error, openai/m: with a deployment, credentials go in the workers'"),
+])
+def test_deployment_settings_errors_are_one_line(tmp_path, capsys, text, message):
+    config = tmp_path / "sweep.toml"
+    config.write_text(text)
+    assert run_cli("sweep", ["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"proactflow: error: {config}: {message}"), err
+    assert err.count("\n") == 1 and "pw" not in err
+
+
+def test_a_deployment_without_a_prefect_server_is_one_line(tmp_path):
+    config = tmp_path / "sweep.toml"
+    config.write_text('deployment = "evaluate/evaluate"\n[[judges]]\nmodel = "j"\n'
+                      '[[models]]\nmodel = "m"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
+    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                           str(config)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr == (
+        "proactflow: error: deployment evaluate/evaluate needs the Prefect server its workers "
+        "use: set PREFECT_API_URL (e.g. http://prefect.lan:4200/api)\n")
+
+
+def test_a_prefect_server_out_of_reach_is_one_line(tmp_path):
+    from test_prefect_server import free_port
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'deployment = "evaluate/evaluate"\ncorpus = "{SAMPLE_CORPUS}"\n'
+                      f'judge_prompt = "{JUDGE_PROMPT}"\nstore = "{tmp_path / "store"}"\n'
+                      '[[judges]]\nmodel = "openai/j"\n[[models]]\nmodel = "openai/m"\n')
+    url = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
+    env = dict(os.environ, PREFECT_API_URL=url)
+    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                           str(config)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr == (
+        f"proactflow: error: cannot reach the Prefect server at {url} (All connection attempts "
+        "failed): start it ('prefect server start') or correct PREFECT_API_URL\n")
