@@ -102,7 +102,7 @@ class ProactBench(Suite):
 
     def judge_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
         prompt = read_judge_prompt_file(settings.judge_prompt_file) \
-            if settings.judge_prompt_file else fetch_upstream_judge_prompt(store.root)
+            if settings.judge_prompt_file else fetch_upstream_judge_prompt(store)
         return Prompts({JUDGE_PROMPT: prompt})
 
     def judgments_key_settings(self, settings: RunSettings, prompts: Prompts) -> dict[str, Any]:
@@ -148,7 +148,7 @@ class ProactBench(Suite):
 
         evaluations = []
         for key in judgments_keys:
-            found = evaluation_of(store, store.path_for(judgments.STAGE, key))
+            found = evaluation_of(store, key)
             if found is None:  # the flow just wrote it: its inputs are there
                 raise RuntimeError(f"judgments {key} of this sweep lost its inputs")
             evaluations.append(found)
