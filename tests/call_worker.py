@@ -8,6 +8,10 @@
                                                  then give them back
     python call_worker.py grab SPEC TARGET N    take the N in-flight slots of TARGET, say "held",
                                                  then sleep until killed
+    python call_worker.py load SPEC URL NAME LIMIT N
+                                                 say "ready", wait for a line, then make N calls
+                                                 ("NAME i") to model m, 2 x LIMIT at once, kept
+                                                 to LIMIT in flight by the model's shared limit
     python call_worker.py pace SPEC NAME RPM N SECONDS OUT
                                                  say "ready", wait for a line, then N coroutines
                                                  take slots of the pacer NAME for SECONDS and
@@ -89,6 +93,32 @@ async def free(spec: str, target: str, count: int) -> None:
     await store.close()
 
 
+async def load(spec: str, url: str, name: str, ceiling: int, calls: int) -> None:
+    from proactflow.inflight import model_limit
+    from proactflow.limits import target
+    from proactflow.llm import ChatClient, ChatRequest
+    from proactflow.settings import Generation, ModelRole, RuntimeOptions
+
+    role = ModelRole(model="openai/m", api_base=url,
+                     generation=Generation(temperature=0.0, max_tokens=16, top_p=None))
+    store = store_for(spec)
+    await store.get("warm-up")
+    limit = model_limit(target(role.model, role.endpoint), ceiling, store,
+                        coordination_for(spec))
+    client = ChatClient(role, store, RuntimeOptions(), in_flight=limit)
+    pending = [ChatRequest.build(role, [("user", f"{name} {i}")]) for i in range(calls)]
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+
+    async def worker() -> None:
+        while pending:
+            assert (await client.call(pending.pop(0))).ok
+
+    await asyncio.gather(*(worker() for _ in range(2 * ceiling)))
+    await store.close()
+    print("done", flush=True)
+
+
 async def grab(spec: str, target: str, count: int) -> None:
     from proactflow.inflight import model_limit
 
@@ -129,6 +159,8 @@ if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "hold":
         asyncio.run(hold(rest[0], rest[1]))
+    elif mode == "load":
+        asyncio.run(load(rest[0], rest[1], rest[2], int(rest[3]), int(rest[4])))
     elif mode == "grab":
         asyncio.run(grab(rest[0], rest[1], int(rest[2])))
     elif mode == "free":

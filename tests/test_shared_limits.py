@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,40 @@ def test_a_killed_holder_frees_its_slots_and_a_waiter_takes_one(backend):
         holder.stop()
 
 
+def test_two_busy_processes_take_turns(backend):
+    """Each process wants twice the limit at once: neither keeps the slots until its queue is
+    empty (a process takes a slot it freed back as soon as its next call gets there, so the
+    other must look often). Measured splits of the first 30 calls: 12 to 18 for each process;
+    with waiters pausing 50 ms between tries, 9 to 21, and a run of the test below starved."""
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def answer(request: dict) -> Reply:
+        with lock:
+            order.append(request["messages"][-1]["content"].split()[0])
+        time.sleep(0.05)
+        return Reply(content="ok")
+
+    with FakeOpenAI({"m": answer}) as fake:
+        workers = [Worker("load", backend, fake.url, name, "3", "30", first_line="ready")
+                   for name in ("alpha", "beta")]
+        try:
+            for worker in workers:
+                worker.process.stdin.write("go\n")
+                worker.process.stdin.flush()
+            for worker in workers:
+                assert worker.line() == "done", worker.process.stderr.read()[-2000:]
+        finally:
+            for worker in workers:
+                worker.stop()
+    first_half = Counter(order[:len(order) // 2])
+    print(f"{'postgres' if backend.startswith('postgresql') else 'local'}: peak "
+          f"{fake.peak_by_model['m']} (limit 3) over {len(order)} calls; first half by "
+          f"process: {dict(first_half)}")
+    assert fake.peak_by_model["m"] == 3
+    assert min(first_half["alpha"], first_half["beta"]) >= 8
+
+
 def gated_models(*names: str):
     """Models answering only once each of them has been asked (then at once): the runs that
     call them reach their judge together, whenever each process started."""
@@ -202,6 +237,12 @@ class TimedJudge:
         spans = [(min(s[1] for s in self.spans if s[0] == name),
                   max(s[2] for s in self.spans if s[0] == name)) for name in (one, other)]
         return spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+
+    def first_half(self) -> dict[str, int]:
+        """Calls per run among the first half of the judge's calls (by start): a run that
+        keeps the slots to itself would have them all."""
+        ordered = sorted(self.spans, key=lambda span: span[1])
+        return dict(Counter(name for name, _, _ in ordered[:len(ordered) // 2]))
 
 
 def test_a_sweep_shares_a_judges_limit_between_its_evaluations(tmp_path, prefect_server):
@@ -262,5 +303,6 @@ def test_two_runs_keep_to_the_judges_limit_together(backend, tmp_path, prefect_s
     assert judge.overlapped("alpha", "beta")
     name = "postgres" if database else "local"
     print(f"{name}: judge peak in flight {fake.peak_by_model['limited']} (limit 3) over "
-          f"{fake.calls['limited']} calls from two processes")
+          f"{fake.calls['limited']} calls from two processes; first half of the judge's calls "
+          f"by run: {judge.first_half()}")
     assert fake.peak_by_model["limited"] == 3
