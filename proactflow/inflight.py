@@ -25,8 +25,9 @@ import asyncio
 import hashlib
 import random
 import weakref
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .ratelimit import AdaptiveLimit
 from .slots import PostgresSlots, Slots, slot_file
@@ -95,19 +96,17 @@ def model_limit(target: str, ceiling: int, calls: CallStore, coordination: Path 
     give different ceilings, the lower one holds for both."""
     from .cache.calls_postgres import PostgresCallStore
 
-    path: Path | None = None
+    new: Callable[[], Slots]
     if isinstance(calls, PostgresCallStore):
-        where = calls.url
+        key, new = f"{target}|{calls.url}", partial(PostgresSlots, calls.database, target)
     else:
         name = hashlib.sha256(target.encode()).hexdigest()[:32]
         path = Path(coordination).resolve() / "slots" / f"{name}.lock"
-        where = str(path)
+        key, new = f"{target}|{path}", partial(slot_file, path)
     by_target = _limits.setdefault(asyncio.get_running_loop(), weakref.WeakValueDictionary())
-    limit = by_target.get(f"{target}|{where}")
+    limit = by_target.get(key)
     if limit is None:
-        slots: Slots = slot_file(path) if path is not None else \
-            PostgresSlots(calls.database, target)  # type: ignore[attr-defined]
-        limit = by_target[f"{target}|{where}"] = ModelLimit(ceiling, slots)
+        limit = by_target[key] = ModelLimit(ceiling, new())
     elif ceiling < limit.ceiling:
         limit.local.cap(ceiling)
     return limit
