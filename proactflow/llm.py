@@ -26,7 +26,7 @@ from . import litellm_costs
 from .call_health import Breaker, CallStats
 from .errors import EndpointDown, ProviderRejected
 from .provider_errors import AttemptFailed, classify
-from .ratelimit import AdaptiveLimit, Pacer
+from .ratelimit import AdaptiveLimit, InFlightLimit, Pacer
 from .settings import ModelRole, RuntimeOptions
 
 litellm.suppress_debug_info = True
@@ -47,7 +47,7 @@ class ChatClient:
                  completion: Callable[..., Awaitable[Any]] | None = None,
                  request_pacer: Pacer | None = None,
                  token_pacer: Pacer | None = None, *, refresh: bool = False,
-                 in_flight: AdaptiveLimit | None = None, reply_kind: str = "judge"):
+                 in_flight: InFlightLimit | None = None, reply_kind: str = "judge"):
         self.role = role
         self.cache = cache
         self.calls = as_call_store(cache)
@@ -56,7 +56,9 @@ class ChatClient:
         self.reply_kind = reply_kind
         """Whose replies `accept` parses: "judge", or "model" (the model under test)."""
         self.stats = CallStats()
-        self.in_flight = in_flight or AdaptiveLimit(runtime.concurrency)
+        self.in_flight: InFlightLimit = in_flight or AdaptiveLimit(runtime.concurrency)
+        """Waited on around each HTTP attempt: the model's limit shared by every client and
+        process calling it (inflight.model_limit), or one of this client's own."""
         self._completion = completion or litellm.acompletion
         self._request_pacer = request_pacer
         self._token_pacer = token_pacer

@@ -19,6 +19,8 @@ from .cache.calls import CallStore, open_call_store
 from .chat import api_key_for
 from .endpoints import endpoint_fingerprint
 from .errors import UserError
+from .inflight import model_limit
+from .limits import target as limit_target
 from .llm import ChatClient
 from .ratelimit import open_pacer
 from .schemas.arrow import conform
@@ -143,18 +145,21 @@ def materialize_samples(suite: Suite, settings: RunSettings, store: ArtifactStor
 
 def _client(role: ModelRole, calls: CallStore, store: ArtifactStore, settings: RunSettings,
             table: str) -> ChatClient:
-    """A client for one role, paced by --rpm/--tpm across every run sharing the store (or the
-    database that `calls` lives in); `table` (responses or judgments) says which `--refresh`
-    applies."""
-    runtime = settings.runtime
+    """A client for one role, kept to its model's limits (`RuntimeOptions.limits`) together
+    with every run calling that model: calls in flight in this process and across the
+    processes sharing the store (or the database that `calls` lives in), --rpm/--tpm likewise;
+    `table` (responses or judgments) says which `--refresh` applies."""
+    limits = settings.runtime.limits(role)
     coordination = store.local_dir("coordination")
-    target = f"{role.model}@{role.endpoint or 'provider'}"
+    target = limit_target(role.model, role.endpoint)
+    assert limits.concurrency is not None  # the run's default fills it
     return ChatClient(
-        role, calls, runtime,
-        request_pacer=open_pacer(calls, coordination, f"rpm|{target}", runtime.rpm)
-        if runtime.rpm else None,
-        token_pacer=open_pacer(calls, coordination, f"tpm|{target}", runtime.tpm)
-        if runtime.tpm else None,
+        role, calls, settings.runtime,
+        request_pacer=open_pacer(calls, coordination, f"rpm|{target}", limits.rpm)
+        if limits.rpm else None,
+        token_pacer=open_pacer(calls, coordination, f"tpm|{target}", limits.tpm)
+        if limits.tpm else None,
+        in_flight=model_limit(target, limits.concurrency, calls, coordination),
         refresh=settings.refreshes(table),
         reply_kind="model" if table == "responses" else "judge")
 
@@ -189,7 +194,7 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
 
         frame = await generate_responses(suite, samples, role, prompts, client,
                                          samples_per_item=settings.samples,
-                                         concurrency=settings.runtime.concurrency, on_row=on_row)
+                                         concurrency=client.in_flight.ceiling, on_row=on_row)
         # Replies that are not answers are the model's answers to these requests: final.
         complete = not _incomplete(suite, frame)
         artifact = store.put(spec, conform(frame, suite.tables.responses), complete=complete)
@@ -268,7 +273,8 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     client = _client(judge, calls, store, settings, "judgments") if judge is not None else None
     frame = await judge_responses(
         suite, samples, source, judge, prompts, client, settings,
-        concurrency=settings.runtime.concurrency,
+        concurrency=client.in_flight.ceiling if client is not None
+        else settings.runtime.concurrency,
         on_row=Progress(logger, f"judgments by {settings.judge_name}", total,
                         suite.error_statuses))
     complete = responses_in.complete and not _incomplete(suite, frame)

@@ -253,6 +253,15 @@ class Database:
         # Shielded: a cancelled call still gives its lease back.
         await asyncio.shield(unlock())
 
+    async def lock_query(self, query: str, *args: Any, of: int | None = None) -> tuple[Any, int]:
+        """`query` on the leases' connection (slots die with it too), and its generation."""
+        async with self._lock_turn:
+            if of is not None and of != self._generation:  # the query is for connection `of`
+                return None, self._generation  # that connection is gone, and its locks with it
+            with self.translated():
+                return await (await self._lock_connection()).fetchval(query, *args), \
+                    self._generation
+
     async def close(self) -> None:
         if self._locks is not None:
             await self._locks.close()

@@ -152,6 +152,25 @@ def open_pacer(calls: CallStore, directory: Path | str, name: str, per_minute: f
     return SharedPacer(directory, name, per_minute)
 
 
+class InFlightLimit(Protocol):
+    """Calls in flight to one model: AdaptiveLimit, or inflight.ModelLimit around it."""
+
+    @property
+    def ceiling(self) -> int: ...
+
+    @property
+    def peak(self) -> int: ...
+
+    @property
+    def lowest(self) -> int: ...
+
+    async def acquire(self) -> float:
+        """Wait for a place; the start time to hand back to `release`."""
+        ...
+
+    def release(self, started: float, *, rate_limited: bool = False) -> None: ...
+
+
 class AdaptiveLimit:
     """Calls in flight to one model, at most `ceiling`: cut by a quarter when the provider
     answers 429, grown back by one per success.
@@ -190,6 +209,12 @@ class AdaptiveLimit:
                     self._waiters.remove(waiter)
                 raise
         return time.monotonic()
+
+    def cap(self, ceiling: int) -> None:
+        """Lower the ceiling (another client of the model gave a lower one)."""
+        self.ceiling = max(1, min(self.ceiling, ceiling))
+        self.limit = min(self.limit, float(self.ceiling))
+        self.lowest = min(self.lowest, self.ceiling)
 
     def _take(self) -> None:
         self.in_flight += 1

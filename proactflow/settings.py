@@ -20,6 +20,7 @@ from pydantic import (BaseModel, ConfigDict, Field, field_serializer, field_vali
 from .cache.keys import text_sha256
 from .effective import Deviation, conform_generation
 from .endpoints import effective_endpoint
+from .limits import MAX_CONCURRENCY, Limits
 from .postgres import check_database_url, default_database
 from .redaction import redact_url, url_has_secrets
 
@@ -109,6 +110,10 @@ class ModelRole(BaseModel):
         default=None, description="sha256 of the endpoint's /models entry for this model, taken "
                                   "at the start of a run (OpenAI-compatible endpoints only): a "
                                   "redeployed model gets new keys.")
+    limits: Limits = Field(
+        default_factory=Limits, description="This model's own limits (a sweep entry's "
+                                            "concurrency, rpm, tpm), shared by every run that "
+                                            "calls it; unset ones are the run's. In no key.")
 
     @field_serializer("api_base")
     def _without_secrets(self, api_base: str | None) -> str | None:
@@ -161,7 +166,8 @@ class RuntimeOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    concurrency: int = Field(default=16, ge=1, le=1024, description="Calls in flight per role.")
+    concurrency: int = Field(default=16, ge=1, le=MAX_CONCURRENCY,
+                             description="Calls in flight per role's model, unless it has its own.")
     timeout_s: float | None = Field(
         default=None, gt=0,
         description="Per-call timeout, seconds; None scales it to the role's max_tokens "
@@ -190,6 +196,10 @@ class RuntimeOptions(BaseModel):
                     "score outside PASS/PARTIAL/FAIL); then the row is a judge_error.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
     tpm: float | None = Field(default=None, gt=0, description="Tokens per minute per role.")
+
+    def limits(self, role: ModelRole) -> Limits:
+        """The limits a role's model keeps to: its own, these options' where it has none."""
+        return role.limits.over(Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
 
     def call_timeout(self, max_tokens: int) -> float:
         """The timeout of one call: the one given, else long enough for a slow provider to

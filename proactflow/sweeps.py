@@ -12,12 +12,16 @@ revision = "<commit sha>"             # optional hub revision of the corpus
 limit = 20                            # optional
 # [prompts]                           # optional: a suite's prompts from your own files
 # agent_instruction = "step.txt"
-concurrency = 16                      # optional, per role
+concurrency = 16                      # optional: default calls in flight per model
+rpm = 600                             # optional: default requests per minute per model
+tpm = 400000                          # optional: default tokens per minute per model
 # deployment = "evaluate/evaluate"    # optional: each pair a run of this deployment, on the
                                       # pool's workers (a model's `work_queue` picks a queue)
 
 [[judges]]
 model = "gpt-5.4"
+concurrency = 8                       # optional: this model's own limits (also rpm, tpm),
+                                      # shared by every evaluation that calls it
 
 [[models]]
 model = "gpt-4o-mini"
@@ -28,6 +32,12 @@ api_base = "http://localhost:8000/v1"
 temperature = 0.2                     # any generation setting; the rest are the protocol's
 revision = "ckpt-2026-11-25"          # optional: your label for what serves it now
 ```
+
+A limit belongs to the model at its endpoint, not to a pair: the six evaluations of two judges
+times three models each keep to the judge's `concurrency` together, and so does every other
+run calling that model on this store's host (or on the database). Limits enter no key. A bad
+value is one line naming the file, the entry (`models[2] (openai/my-model)`, counted from 1)
+and the key.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from .errors import UserError
 from .redaction import redact_url, url_has_secrets
 from .evaluations import safe_name
 from .postgres import check_database_url, default_database
+from .limits import MAX_CONCURRENCY, Limits
 from .settings import (DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
                        RuntimeOptions, check_store, default_store, role_generation)
 
@@ -70,6 +81,13 @@ class SweepModel(BaseModel):
     revision: str | None = Field(
         default=None, description="Your label for what serves this model now (a checkpoint, a "
                                   "deployment date): a new label asks every call again.")
+    concurrency: int | None = Field(
+        default=None, ge=1, le=MAX_CONCURRENCY, strict=True,
+        description="Calls in flight to this model, shared by every evaluation calling it.")
+    rpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Requests per minute to this model, shared likewise.")
+    tpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Tokens per minute to this model, shared likewise.")
     work_queue: str | None = Field(
         default=None, description="Models, with `deployment` only: the work queue of the pool "
                                   "its evaluations wait in (e.g. one served by its GPU node's "
@@ -95,7 +113,8 @@ class SweepModel(BaseModel):
             safety_settings_off(self.model)
         generation, deviations = role_generation(kind, self.model, explicit, suite)
         return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                         generation=generation, deviations=deviations, revision=self.revision)
+                         generation=generation, deviations=deviations, revision=self.revision,
+                         limits=Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
 
 
 class SweepConfig(BaseModel):
@@ -122,7 +141,12 @@ class SweepConfig(BaseModel):
                                           "(as --prompt NAME=FILE; proactiveagent: "
                                           "agent_system, agent_instruction, judge, "
                                           "judge_instruction).")
-    concurrency: int = Field(default=16, ge=1, description="Calls in flight per role.")
+    concurrency: int = Field(default=16, ge=1, le=MAX_CONCURRENCY, strict=True,
+                             description="Calls in flight per model, unless its entry says.")
+    rpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Requests per minute per model, unless its entry says.")
+    tpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Tokens per minute per model, unless its entry says.")
     samples: int = Field(default=1, ge=1, le=100, description="Responses drawn per trigger.")
     min_coverage: float | None = Field(
         default=None, ge=0, le=1, description="Share of triggers each pair must score for the "
@@ -180,7 +204,7 @@ class SweepConfig(BaseModel):
             min_coverage=self.min_coverage,
             out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
             else None,
-            runtime=RuntimeOptions(concurrency=self.concurrency))
+            runtime=RuntimeOptions(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
             for model in self.models for judge in self.judges]
 
 
@@ -204,6 +228,23 @@ def load_sweep(path: str | Path) -> SweepConfig:
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "(file)"
-        raise UserError(f"{path}: {where}: {error['msg']}") from None
+        raise UserError(f"{path}: {_problem(data, exc.errors()[0])}") from None
+
+
+def _problem(data: dict[str, Any], error: Any) -> str:
+    """One validation error as `models[2] (openai/my-model): concurrency: <why>`: an entry by
+    its place in the file (counted from 1, as a reader counts [[models]] blocks) and its model."""
+    loc = list(error["loc"])
+    where = []
+    if len(loc) >= 2 and loc[0] in ("models", "judges") and isinstance(loc[1], int):
+        entries = data.get(loc[0])
+        entry = entries[loc[1]] if isinstance(entries, list) else None
+        model = entry.get("model") if isinstance(entry, dict) else None
+        where.append(f"{loc[0]}[{loc[1] + 1}]" + (f" ({model})" if isinstance(model, str)
+                                                  else ""))
+        loc = loc[2:]
+    where.append(".".join(str(part) for part in loc) or "(file)")
+    if error["type"] == "extra_forbidden":
+        return f"{': '.join(where)}: unknown key"
+    given = f", got {error['input']!r}" if loc and not isinstance(error["input"], dict) else ""
+    return f"{': '.join(where)}: {error['msg']}{given}"

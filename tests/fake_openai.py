@@ -61,6 +61,9 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.in_flight_by_model: Counter[str] = Counter()
+        self.peak_by_model: Counter[str] = Counter()
+        """The most requests of each model (its `model` field) in flight at once."""
         self.call_times: list[float] = []
         self.on_request: Callable[[dict], None] | None = None
         self.responder_errors: list[str] = []
@@ -95,6 +98,7 @@ class FakeOpenAI:
             self.requests.clear()
             self.call_times.clear()
             self.peak_in_flight = 0
+            self.peak_by_model.clear()
 
     def _answer(self, request: dict) -> Reply:
         model = request.get("model", "")
@@ -137,12 +141,16 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length") or 0)
                 request = json.loads(self.rfile.read(length) or b"{}")
                 request["_authorization"] = self.headers.get("Authorization", "")
+                model = request.get("model", "")
                 with fake._lock:
-                    fake.calls[request.get("model", "")] += 1
+                    fake.calls[model] += 1
                     fake.requests.append(request)
                     fake.call_times.append(time.monotonic())
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                    fake.in_flight_by_model[model] += 1
+                    fake.peak_by_model[model] = max(fake.peak_by_model[model],
+                                                    fake.in_flight_by_model[model])
                 try:
                     if fake.on_request is not None:
                         fake.on_request(request)
@@ -157,6 +165,7 @@ class FakeOpenAI:
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
+                        fake.in_flight_by_model[model] -= 1
                 if reply.status != 200:
                     error = {"message": reply.content, "type": "fake_error", "code": reply.status}
                     self._send(reply.status, {"error": error}, reply.headers)

@@ -71,5 +71,5 @@ def test_sweep_file_errors_are_one_line(tmp_path, capsys):
     assert run_cli("sweep", ["--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"proactflow: error: {config}: judges: Field required") or \
-        err.startswith(f"proactflow: error: {config}: models.0.colour")
+        err == f"proactflow: error: {config}: models[1] (gpt-4o-mini): colour: unknown key\n"
     assert err.count("\n") == 1

@@ -97,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "metrics.json (upstream's shapes) here")
         run = sub.add_argument_group("execution")
         run.add_argument("--concurrency", type=positive_int, default=16, metavar="N",
-                         help="calls in flight per role (default: 16)")
+                         help="calls in flight per role's model, together with every other "
+                              "run calling that model on this store's host or database "
+                              "(default: 16)")
         run.add_argument("--timeout", type=positive_float, metavar="SECONDS",
                          help="per-call timeout; a call that times out is not retried, the "
                               "provider may have billed it (default: 60 s + 40 ms per max "
