@@ -19,14 +19,18 @@ from .sweeping import serve_command, sweep_command
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="proactflow",
-        description="Measure how proactive an LLM is on ProactBench: regenerate the assistant "
-                    "reply at each of the corpus's trigger points, have a judge score it against "
-                    "the trigger's rubric, and report PASS/PARTIAL/FAIL rates per phase. Every "
-                    "stage is a cached Parquet artifact, run as a Prefect flow.",
+        description="Measure how proactive an LLM is, on a benchmark suite: ProactBench "
+                    "(default: regenerate the assistant reply at each trigger point of the "
+                    "corpus, have a judge score it against the trigger's rubric, report "
+                    "PASS/PARTIAL/FAIL rates per phase) or Proactive Agent's ProactiveBench "
+                    "(--suite proactiveagent: the model proposes a task or none at each event of "
+                    "a trace, a reward model accepts or rejects it, F1 per split). Every stage "
+                    "is a cached Parquet artifact, run as a Prefect flow.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     specs = {
-        "run": "generate responses, judge them and score each phase",
+        "run": "generate responses, judge them and score each group (ProactBench: phase; "
+               "ProactiveBench: split)",
         "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
         "status": "show what the store holds for these settings: calls cached, failed and "
                   "still to make, and each stage's artifact; makes no call",
