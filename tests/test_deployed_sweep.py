@@ -2,7 +2,8 @@
 start` (on the test PostgreSQL when there is one), the repository's prefect.yaml deployed with
 `prefect deploy --name evaluate`, two `prefect worker start` processes, each with a folder and
 state of its own, the store on S3 (SeaweedFS) and the calls in PostgreSQL when those servers can
-start here (else a local folder and the store's own cache)."""
+start here (else a local folder and the store's own cache). One test puts the judge behind a
+provider's requests-per-minute limit, which the two workers must keep to together."""
 
 from __future__ import annotations
 
