@@ -9,10 +9,11 @@ server counts every request per model: the number a test asserts on is measured 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -41,6 +42,34 @@ def text(content: str) -> Responder:
 
 def always_status(status: int, message: str = "scripted failure") -> Responder:
     return lambda request: Reply(status=status, content=message)
+
+
+class PerMinuteLimit:
+    """A provider's requests-per-minute limit around a responder: a request that arrives when
+    more than `per_minute` requests (refused ones included) arrived in the last `window` seconds
+    is answered 429 with a Retry-After, and counted in `refused`; `busiest` is the most requests
+    seen in one window. One per model: wrap each model's responder in its own."""
+
+    def __init__(self, responder: Responder, per_minute: int, window: float = 60.0):
+        self.responder, self.per_minute, self.window = responder, per_minute, window
+        self.refused = 0
+        self.busiest = 0
+        self._arrived: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict) -> Reply:
+        with self._lock:
+            now = time.monotonic()
+            while self._arrived and self._arrived[0] <= now - self.window:
+                self._arrived.popleft()
+            self._arrived.append(now)
+            self.busiest = max(self.busiest, len(self._arrived))
+            if len(self._arrived) > self.per_minute:
+                self.refused += 1
+                wait = self._arrived[0] + self.window - now
+                return Reply(status=429, content="Rate limit reached for requests per minute",
+                             headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        return self.responder(request)
 
 
 class _QuietServer(ThreadingHTTPServer):

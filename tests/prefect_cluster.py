@@ -1,6 +1,7 @@
-"""Driving a Prefect server and its workers from tests: the CLI as a subprocess, waiting for
-what starts (skipped with the reason where it cannot, failed under CI=true), the API read
-over HTTP."""
+"""Driving a Prefect server and its workers from tests and benchmarks: a local cluster (a real
+`prefect server start`, the repository's deployment, two `prefect worker start` processes), the
+CLI as a subprocess, waiting for what starts (skipped with the reason where it cannot, failed
+under CI=true), the API read over HTTP, sweep files for it."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from test_prefect_server import post
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+from test_prefect_server import free_port, post
 
 ROOT = Path(__file__).resolve().parent.parent
 START_SECONDS = 120
+POOL = "proactflow"  # prefect.yaml's
+GPU_MODELS = ("gen", "synth")  # in work queue "gpu", served by worker "w-gpu" only
 
 
 def optional(request, fixture: str):
@@ -74,3 +80,102 @@ def worker_of(url: str, run: dict) -> str:
              if (m := re.match(r"Worker '([^']+)' submitting flow run", log["message"]))}
     assert len(found) == 1, (run["name"], found)
     return found.pop()
+
+
+@contextmanager
+def local_cluster(root: Path, postgres=None, seaweed=None) -> Iterator[dict]:
+    """The server (on `postgres` when given, which also holds the sweep's calls), the pool, the
+    deployment and two workers, "w-gpu" on work queue "gpu" and "w-cpu" on "default", each with
+    a folder and state of its own; yields what a sweep needs."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("PREFECT_", "AWS_", "PROACTFLOW_"))}
+    base.update(PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    server_env = dict(base, PREFECT_HOME=str(root / "server-home"))
+    database = None
+    if postgres is not None:
+        # One PostgreSQL for both: the Prefect server's database and the sweep's calls.
+        server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = postgres.create_database().replace(
+            "postgresql://", "postgresql+asyncpg://", 1)
+        database = postgres.create_database()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+         str(port)], env=server_env, stdout=subprocess.DEVNULL,
+        stderr=open(root / "server.log", "w"))
+    processes = [server]
+    try:
+        wait_until(lambda: answers(url), "prefect server start", server)
+        client_env = dict(base, PREFECT_API_URL=url, PREFECT_HOME=str(root / "client-home"))
+        prefect(client_env, "work-pool", "create", POOL, "--type", "process")
+        prefect(client_env, "deploy", "--name", "evaluate")
+        shared = dict(client_env, **(seaweed.environment() if seaweed else {}),
+                      **({"PROACTFLOW_DATABASE": database} if database else {}))
+        folders = {}
+        for name, queue in (("w-gpu", "gpu"), ("w-cpu", "default")):
+            folder = folders[name] = root / name
+            (folder / "cwd").mkdir(parents=True)
+            env = dict(shared, PREFECT_HOME=str(folder / "home"), PREFECT_WORKER_QUERY_SECONDS="2",
+                       PROACTFLOW_STATE_DIR=str(folder / "state"))
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "4",
+                 "--name", name, "--work-queue", queue], cwd=folder / "cwd", env=env,
+                stdout=open(folder / "worker.log", "w"), stderr=subprocess.STDOUT))
+
+        def online() -> bool:
+            workers = post(url, f"/work_pools/{POOL}/workers/filter", {})
+            return {w["name"] for w in workers if w["status"] == "ONLINE"} >= set(folders)
+
+        wait_until(online, "two workers")
+        if postgres is not None:  # the server's history went to PostgreSQL, not SQLite
+            assert not list((root / "server-home").rglob("*.db"))
+        yield {"url": url, "env": client_env, "store_env": seaweed.environment() if seaweed else {},
+               "seaweed": seaweed, "database": database, "folders": folders, "root": root}
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def sweep_file(path: Path, fake, cluster, store: str, models, *, extra: str = "",
+               queue_of=lambda model: "gpu" if model in GPU_MODELS else None,
+               judge: str = "judge2", judge_extra: str = "", corpus: Path = SAMPLE_CORPUS,
+               limit: int | None = 2) -> Path:
+    database = f'database = "{cluster["database"]}"\n' if cluster["database"] else ""
+    entries = "".join(
+        f'\n[[models]]\nmodel = "openai/{m}"\napi_base = "{fake.url}"\n'
+        + (f'work_queue = "{queue_of(m)}"\n' if queue_of(m) else "") for m in models)
+    path.write_text(f"""store = "{store}"
+{database}out = "{path.parent / 'out'}"
+corpus = "{corpus}"
+judge_prompt = "{JUDGE_PROMPT}"
+{f"limit = {limit}" if limit else ""}
+deployment = "evaluate/evaluate"
+{extra}
+[[judges]]
+model = "openai/{judge}"
+api_base = "{fake.url}"
+{judge_extra}
+{entries}""")
+    return path
+
+
+def sweep(cluster, config: Path, cwd: Path, timeout: float = 300
+          ) -> subprocess.CompletedProcess:
+    cwd.mkdir(exist_ok=True)
+    env = dict(cluster["env"], **cluster["store_env"], PREFECT_HOME=str(cwd / "home"))
+    return subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                           str(config)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def local_leftovers(*folders: Path) -> list[Path]:
+    """What a store writes (artifacts, run records, a default store folder, a call cache)
+    found under local folders."""
+    return [path for folder in folders for path in folder.rglob("*")
+            if path.suffix == ".parquet" or path.parent.name == "runs"
+            or path.name in (".proactflow", "calls")]

@@ -2,126 +2,37 @@
 start` (on the test PostgreSQL when there is one), the repository's prefect.yaml deployed with
 `prefect deploy --name evaluate`, two `prefect worker start` processes, each with a folder and
 state of its own, the store on S3 (SeaweedFS) and the calls in PostgreSQL when those servers can
-start here (else a local folder and the store's own cache)."""
+start here (else a local folder and the store's own cache). One test puts the judge behind a
+provider's requests-per-minute limit, which the two workers must keep to together."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from datetime import datetime
-from pathlib import Path
 
 import polars as pl
 import pytest
 
-from fake_openai import Reply
-from prefect_cluster import answers, evaluate_runs, optional, prefect, wait_until, worker_of
-from replay import JUDGE_PROMPT, SAMPLE_CORPUS, synthetic_model
-from test_prefect_server import free_port, post
+from fake_openai import PerMinuteLimit, Reply
+from prefect_cluster import (GPU_MODELS, evaluate_runs, local_cluster, local_leftovers, optional,
+                             sweep, sweep_file, wait_until, worker_of)
+from replay import scaled_corpus, synthetic_judge, synthetic_model
 
-POOL = "proactflow"  # prefect.yaml's
 MODELS = ("gen", "synth", "synth2", "synth3")
-GPU_MODELS = ("gen", "synth")  # in work queue "gpu", served by worker "w-gpu" only
 
 
 @pytest.fixture(scope="module")
 def cluster(request, tmp_path_factory):
-    """The server, the pool, the deployment and two workers; yields what a sweep needs."""
-    root = tmp_path_factory.mktemp("cluster")
+    """The server, the pool, the deployment and two workers (prefect_cluster.local_cluster), on
+    the test PostgreSQL and SeaweedFS when those servers can start here."""
     postgres, seaweed = optional(request, "postgres_server"), optional(request, "seaweed")
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("PREFECT_", "AWS_", "PROACTFLOW_"))}
-    base.update(PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    server_env = dict(base, PREFECT_HOME=str(root / "server-home"))
-    database = None
-    if postgres is not None:
-        # One PostgreSQL for both: the Prefect server's database and the sweep's calls.
-        server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = postgres.create_database().replace(
-            "postgresql://", "postgresql+asyncpg://", 1)
-        database = postgres.create_database()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/api"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-         str(port)], env=server_env, stdout=subprocess.DEVNULL,
-        stderr=open(root / "server.log", "w"))
-    processes = [server]
-    try:
-        wait_until(lambda: answers(url), "prefect server start", server)
-        client_env = dict(base, PREFECT_API_URL=url, PREFECT_HOME=str(root / "client-home"))
-        prefect(client_env, "work-pool", "create", POOL, "--type", "process")
-        prefect(client_env, "deploy", "--name", "evaluate")
-        shared = dict(client_env, **(seaweed.environment() if seaweed else {}),
-                      **({"PROACTFLOW_DATABASE": database} if database else {}))
-        folders = {}
-        for name, queue in (("w-gpu", "gpu"), ("w-cpu", "default")):
-            folder = folders[name] = root / name
-            (folder / "cwd").mkdir(parents=True)
-            env = dict(shared, PREFECT_HOME=str(folder / "home"), PREFECT_WORKER_QUERY_SECONDS="2",
-                       PROACTFLOW_STATE_DIR=str(folder / "state"))
-            processes.append(subprocess.Popen(
-                [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "4",
-                 "--name", name, "--work-queue", queue], cwd=folder / "cwd", env=env,
-                stdout=open(folder / "worker.log", "w"), stderr=subprocess.STDOUT))
-
-        def online() -> bool:
-            workers = post(url, f"/work_pools/{POOL}/workers/filter", {})
-            return {w["name"] for w in workers if w["status"] == "ONLINE"} >= set(folders)
-
-        wait_until(online, "two workers")
-        if postgres is not None:  # the server's history went to PostgreSQL, not SQLite
-            assert not list((root / "server-home").rglob("*.db"))
-        yield {"url": url, "env": client_env, "store_env": seaweed.environment() if seaweed else {},
-               "seaweed": seaweed, "database": database, "folders": folders, "root": root}
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-def sweep_file(path: Path, fake, cluster, store: str, models, *, extra: str = "",
-               queue_of=lambda model: "gpu" if model in GPU_MODELS else None) -> Path:
-    database = f'database = "{cluster["database"]}"\n' if cluster["database"] else ""
-    entries = "".join(
-        f'\n[[models]]\nmodel = "openai/{m}"\napi_base = "{fake.url}"\n'
-        + (f'work_queue = "{queue_of(m)}"\n' if queue_of(m) else "") for m in models)
-    path.write_text(f"""store = "{store}"
-{database}out = "{path.parent / 'out'}"
-corpus = "{SAMPLE_CORPUS}"
-judge_prompt = "{JUDGE_PROMPT}"
-limit = 2
-deployment = "evaluate/evaluate"
-{extra}
-[[judges]]
-model = "openai/judge2"
-api_base = "{fake.url}"
-{entries}""")
-    return path
-
-
-def sweep(cluster, config: Path, cwd: Path) -> subprocess.CompletedProcess:
-    cwd.mkdir(exist_ok=True)
-    env = dict(cluster["env"], **cluster["store_env"], PREFECT_HOME=str(cwd / "home"))
-    return subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
-                           str(config)], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
-
-
-def local_leftovers(*folders: Path) -> list[Path]:
-    """What a store writes (artifacts, run records, a default store folder, a call cache)
-    found under local folders."""
-    return [path for folder in folders for path in folder.rglob("*")
-            if path.suffix == ".parquet" or path.parent.name == "runs"
-            or path.name in (".proactflow", "calls")]
+    with local_cluster(tmp_path_factory.mktemp("cluster"), postgres, seaweed) as found:
+        yield found
 
 
 def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
@@ -183,6 +94,61 @@ def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert sum(fake.calls.values()) == 0
     print(f"the same sweep again: {time.monotonic() - clock:.1f} s, no call")
+
+
+JUDGE_LIMIT = 120  # the fake judge's: 429 above this many requests in the last 60 s
+JUDGE_RPM = 110  # the sweep file's rpm for the judge
+
+
+def own_answers(name: str):
+    """A synthetic model whose answers are its own, so that its judge requests are too."""
+    return lambda request: Reply(content=f"{name} says: {synthetic_model(request).content}")
+
+
+def test_a_rate_limited_judge_is_one_budget_for_both_workers(cluster, fake, tmp_path):
+    """144 judge calls, 72 from each worker's two pairs, at the judge's rpm = 110: one budget
+    for both (a pacer in the database, or in the folder store both workers share) keeps within
+    the judge's 120 a minute; each worker pacing alone at 110 would reach 220 a minute."""
+    for name in MODELS:
+        fake.responders[name] = own_answers(name)
+    judge = fake.responders["judge-rpm"] = PerMinuteLimit(synthetic_judge, JUDGE_LIMIT)
+    corpus, per_model = scaled_corpus(tmp_path, 4)
+    seaweed = cluster["seaweed"] if cluster["database"] else None
+    store = f"s3://{seaweed.bucket}/rpm-{uuid.uuid4().hex[:8]}" if seaweed \
+        else str(tmp_path / "store")
+    config = sweep_file(tmp_path / "sweep.toml", fake, cluster, store, MODELS, judge="judge-rpm",
+                        judge_extra=f"rpm = {JUDGE_RPM}", corpus=corpus, limit=None)
+    clock = time.monotonic()
+    done = sweep(cluster, config, tmp_path / "cwd")
+    seconds = time.monotonic() - clock
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for model in MODELS:
+        assert f"ok      openai/{model} judged by openai/judge-rpm" in done.stdout
+    assert judge.refused == 0, f"{judge.refused} requests answered 429"
+    assert {m: fake.calls[m] for m in (*MODELS, "judge-rpm")} == \
+        {**{m: per_model for m in MODELS}, "judge-rpm": len(MODELS) * per_model}
+    asked = [json.dumps([r["model"], r["messages"]]) for r in fake.requests]
+    assert len(set(asked)) == len(asked)  # each call once, whichever worker asked
+    url = cluster["url"]
+    runs = [r for r in evaluate_runs(url) if r["state"]["type"] == "COMPLETED"
+            and r["name"].endswith(" judged by openai/judge-rpm")]
+    assert len(runs) == len(MODELS)
+    ran_on = {r["name"].split(" judged by ")[0]: worker_of(url, r) for r in runs}
+    assert ran_on == {f"openai/{m}": "w-gpu" if m in GPU_MODELS else "w-cpu" for m in MODELS}
+    # The two workers' runs were running at once: their judge calls competed for one budget.
+    spans = {w: [(r["start_time"], r["end_time"]) for r in runs if ran_on[
+        r["name"].split(" judged by ")[0]] == w] for w in ("w-gpu", "w-cpu")}
+    assert max(s for w in spans for s, _ in spans[w]) < min(e for w in spans for _, e in spans[w])
+    if seaweed:
+        assert not local_leftovers(cluster["root"], tmp_path / "cwd")
+    print(f"\nrate-limited judge: {seconds:.1f} s for {fake.calls['judge-rpm']} judge calls at "
+          f"rpm {JUDGE_RPM} (ideal {fake.calls['judge-rpm'] / JUDGE_RPM * 60:.0f} s); busiest "
+          f"minute {judge.busiest} requests, limit {JUDGE_LIMIT}; 429s {judge.refused}")
+
+    fake.reset_counts()
+    again = sweep(cluster, config, tmp_path / "cwd")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert sum(fake.calls.values()) == 0
 
 
 def test_a_missing_deployment_is_one_line(cluster, fake, tmp_path):
