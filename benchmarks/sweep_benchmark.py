@@ -1,0 +1,127 @@
+"""A nightly sweep at scale on this machine (issue #9): M models x 624 triggers, one shared
+judge, a fixed latency per call, `proactflow sweep` run as a user would. Run by hand:
+
+    .venv/bin/python benchmarks/sweep_benchmark.py                 # 16 models, 2 s per call
+    .venv/bin/python benchmarks/sweep_benchmark.py --models 4 --latency 0.5
+
+It prints, measured in this one run: the wall time of an empty Prefect flow (B), the sweep's
+wall time against the latency-bound ideal (each model's 624 generations at its concurrency, the
+judge's calls at its own, overlapping), CPU seconds per call of the sweep's whole process tree
+(the fake endpoint runs in a process of its own and is not counted), the peak calls in flight per
+model seen at the endpoint against each limit, whether any request was made twice, and the
+process tree's peak RSS. Targets (issue #9): wall <= 1.3 x ideal + B + 3 s; <= 5 ms of CPU per
+call; no model above its limit; every call made once; peak RSS < 1.5 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from run_benchmark import EMPTY_FLOW, build_corpus, child_env, timed  # noqa: E402
+
+sys.path.insert(0, str(ROOT.parent / "tests"))
+from replay import JUDGE_PROMPT  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def sweep_file(path: Path, url: str, store: Path, corpus: Path, models: int,
+               model_concurrency: int, judge_concurrency: int) -> None:
+    entries = "".join(f'\n[[models]]\nmodel = "openai/m{i}"\napi_base = "{url}"\n'
+                      f"concurrency = {model_concurrency}\n" for i in range(models))
+    path.write_text(f"""store = "{store}"
+corpus = "{corpus}"
+judge_prompt = "{JUDGE_PROMPT}"
+
+[[judges]]
+model = "openai/judge"
+api_base = "{url}"
+concurrency = {judge_concurrency}
+{entries}""", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=int, default=16)
+    parser.add_argument("--triggers", type=int, default=624)
+    parser.add_argument("--latency", type=float, default=2.0)
+    parser.add_argument("--model-concurrency", type=int, default=32)
+    parser.add_argument("--judge-concurrency", type=int, default=512)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="proactflow-sweep-bench-"))
+    env = child_env(work / "prefect-home")
+    corpus = work / "corpus.jsonl"
+    build_corpus(corpus, args.triggers)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    server = subprocess.Popen([sys.executable, str(ROOT / "async_fake.py"), str(port),
+                               str(args.latency)])
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        empty_wall, _, _ = timed([sys.executable, "-c", EMPTY_FLOW], env)
+        print(f"empty Prefect flow (temporary server included), B: {empty_wall:.1f} s")
+        config = work / "sweep.toml"
+        sweep_file(config, url, work / "store", corpus, args.models, args.model_concurrency,
+                   args.judge_concurrency)
+        generations = args.triggers * args.models
+        calls = 2 * generations
+        per_model = args.triggers / args.model_concurrency * args.latency
+        judging = generations / args.judge_concurrency * args.latency
+        ideal = max(per_model, judging) + args.latency  # the last judgment follows the last reply
+        before = os.times()
+        started = time.monotonic()
+        process = subprocess.Popen([str(Path(sys.executable).parent / "proactflow"), "sweep",
+                                    "--config", str(config)], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        output = process.stdout.read() if process.stdout else ""
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.monotonic() - started
+        after = os.times()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"sweep failed:\n{output[-3000:]}")
+        cpu = (after.children_user - before.children_user
+               + after.children_system - before.children_system)
+        stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats").read())
+    finally:
+        server.terminate()
+    budget = 1.3 * ideal + empty_wall + 3
+    print(f"sweep: {args.models} models x {args.triggers} triggers, {calls:,} calls, "
+          f"{args.latency:g} s per call, {args.model_concurrency} in flight per model, "
+          f"{args.judge_concurrency} for the judge")
+    print(f"wall {wall:.1f} s; ideal {ideal:.1f} s; target <= 1.3 x ideal + B + 3 s = "
+          f"{budget:.1f} s: {'met' if wall <= budget else 'MISSED'}")
+    print(f"CPU of the sweep's process tree: {cpu:.1f} s, {1000 * cpu / calls:.2f} ms per call "
+          f"(target <= 5 ms: {'met' if cpu / calls <= 0.005 else 'MISSED'})")
+    peaks = stats["peak"]
+    over = {m: p for m, p in peaks.items()
+            if p > (args.judge_concurrency if m == "judge" else args.model_concurrency)}
+    print(f"peak in flight: judge {peaks.get('judge')}, models "
+          f"{min(v for m, v in peaks.items() if m != 'judge')}-"
+          f"{max(v for m, v in peaks.items() if m != 'judge')}; above a limit: {over or 'none'}")
+    print(f"calls at the endpoint: {sum(stats['calls'].values()):,} (expected {calls:,}); "
+          f"request bodies seen twice: {stats['repeats']}")
+    print(f"peak RSS of the sweep process: {usage.ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
