@@ -59,6 +59,9 @@ class ProactiveAgent(Suite):
     error_statuses = ("error", "invalid_reply", "generation_error", "judge_error")
     main_output = "metrics.csv"
 
+    def __init__(self) -> None:
+        self._loaded_prompts: dict[str, upstream.Prompts] = {}
+
     # The data: a local folder (--corpus DIR), or the pinned upstream commit.
 
     def locate(self, settings: RunSettings, store: ArtifactStore) -> DataSource:
@@ -121,7 +124,12 @@ class ProactiveAgent(Suite):
                 "max_tokens": 4096, "top_p": None}
 
     def _upstream_prompts(self, store: ArtifactStore) -> upstream.Prompts:
-        return upstream.load_upstream_prompts(store)
+        """The four pinned prompts, read and checked once per store in this process (each role
+        asks for two of them, from the same two upstream modules)."""
+        loaded = self._loaded_prompts.get(store.url)
+        if loaded is None:
+            loaded = self._loaded_prompts[store.url] = upstream.load_upstream_prompts(store)
+        return loaded
 
     def _prompt(self, settings: RunSettings, store: ArtifactStore, name: str,
                 upstream_name: str) -> Prompt:
