@@ -15,7 +15,10 @@ from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.deployed import run_evaluations
 from proactflow.flows.evaluate import evaluate
 from proactflow.pipeline import suite_of
+from proactflow.process_groups import process_count, run_in_processes
 from proactflow.progress import coverage_problem
+from proactflow.settings import RunSettings
+from proactflow.suites import found_by_other_processes
 from proactflow.sweeps import SweepConfig
 
 BOOTSTRAP_SEED = 0
@@ -50,6 +53,14 @@ def _markdown(title: str, headline: tuple[list[str], list[list[str]]],
     return "\n".join(lines) + "\n"
 
 
+def _processes(config: SweepConfig, runs: list[RunSettings]) -> int:
+    """How many processes run the pairs; 1 for a suite only this process knows (registered in
+    it), which a child process could not find."""
+    if not found_by_other_processes(config.suite):
+        return 1
+    return process_count(config.processes, len(runs))
+
+
 @flow(name="sweep", persist_result=False)
 async def sweep(config: SweepConfig) -> dict[str, Any]:
     """Evaluate every (model, judge) of the sweep concurrently, then rank them."""
@@ -59,6 +70,8 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     if config.deployment:  # on the pool's workers, wherever they are
         outcomes = await run_evaluations(config.deployment, runs, config.work_queues(),
                                          config.deployment_timeout)
+    elif (processes := _processes(config, runs)) > 1:  # every core of this machine
+        outcomes = await run_in_processes(runs, processes, logger)
     else:
         outcomes = await asyncio.gather(*(evaluate(settings=settings) for settings in runs),
                                         return_exceptions=True)

@@ -15,6 +15,8 @@ limit = 20                            # optional
 concurrency = 16                      # optional: default calls in flight per model
 rpm = 600                             # optional: default requests per minute per model
 tpm = 400000                          # optional: default tokens per minute per model
+# processes = 4                       # optional: spread the pairs over this many processes
+                                      # (default: one per 4 pairs, at most one per core)
 # deployment = "evaluate/evaluate"    # optional: each pair a run of this deployment, on the
                                       # pool's workers (a model's `work_queue` picks a queue)
 
@@ -154,6 +156,10 @@ class SweepConfig(BaseModel):
     deployment: str | None = Field(
         default=None, description="flow/deployment (evaluate/evaluate): each pair runs as a run "
                                   "of it on the pool's workers; default: in this process.")
+    processes: int | None = Field(
+        default=None, ge=1, le=256, strict=True,
+        description="Processes of this machine the evaluations are spread over; default one per "
+                    "4 pairs, at most one per core (1: all in the sweep's own process).")
     deployment_timeout: float = Field(
         default=600.0, gt=0, description="Seconds a pair's run may wait in a work queue that no "
                                          "worker polls before it is cancelled and fails.")
@@ -163,6 +169,9 @@ class SweepConfig(BaseModel):
         if any(judge.work_queue for judge in self.judges):
             raise ValueError("work_queue belongs to [[models]] entries: a judge runs where its "
                              "model's evaluation runs")
+        if self.deployment and self.processes is not None:
+            raise ValueError("processes spreads a sweep over this machine; with a deployment "
+                             "the pool's workers run the pairs (start more workers instead)")
         if not self.deployment:
             if any(model.work_queue for model in self.models):
                 raise ValueError("work_queue needs deployment = \"evaluate/evaluate\"")

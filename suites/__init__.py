@@ -41,6 +41,12 @@ def suite_names() -> list[str]:
     return sorted({*_BUILT_IN, *_registered, *_entry_points()})
 
 
+def found_by_other_processes(name: str) -> bool:
+    """Whether a fresh Python process finds the suite by name (built in or an entry point), not
+    only this one (`register_suite`): a sweep runs pairs in other processes only then."""
+    return name in _BUILT_IN or name in _entry_points()
+
+
 def get_suite(name: str) -> "Suite":
     """The suite called `name`; a one-line UserError listing the known ones otherwise."""
     if name in _registered:

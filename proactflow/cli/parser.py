@@ -189,9 +189,14 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep", help="evaluate many models from a TOML file, then build a leaderboard",
         description="Evaluate every model of a sweep file with every judge (each an 'evaluate' "
                     "subflow, all at once), then write a leaderboard. A model that fails does "
-                    "not stop the others. Exit status 1 when any failed. See proactflow/sweeps.py "
-                    "or the README for the file format.")
+                    "not stop the others. Exit status 1 when any failed. Larger sweeps spread "
+                    "their pairs over processes of this machine, sharing every model's limits. "
+                    "See proactflow/sweeps.py or the README for the file format.")
     sweep.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
+    sweep.add_argument("--processes", type=positive_int, metavar="N",
+                       help="spread the pairs over N processes of this machine (overrides the "
+                            "file's 'processes'; default: one per 4 pairs, at most one per "
+                            "core; 1 keeps them all in this process)")
     add_database_option(sweep)
     sweep.set_defaults(handler=sweep_command)
 

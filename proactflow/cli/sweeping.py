@@ -20,6 +20,11 @@ def sweep_command(args: argparse.Namespace) -> int:
     config = load_sweep(args.config)
     if args.database:
         config = config.model_copy(update={"database": check_database_url(args.database)})
+    if args.processes is not None:
+        if config.deployment:
+            raise UserError("--processes spreads a sweep over this machine; with a deployment "
+                            "the pool's workers run the pairs (start more workers instead)")
+        config = config.model_copy(update={"processes": args.processes})
     runs = config.runs()
     if config.deployment:
         from prefect.settings import PREFECT_API_URL

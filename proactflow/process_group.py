@@ -1,0 +1,57 @@
+"""`python -m proactflow.process_group RUN_ID...`: run a sweep's group of `evaluate` flow runs,
+all at once on this process's event loop (process_groups.py starts it). The flow runs exist
+already, under the sweep; their parameters come from the Prefect API at PREFECT_API_URL.
+
+Standard input is the sweep's pipe: end of file means the sweep's process is gone, and this
+one stops as if interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+import uuid
+from typing import Any, cast
+
+
+def _stop_when_orphaned() -> None:
+    sys.stdin.buffer.read()  # returns at end of file only
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+async def _run(ids: list[uuid.UUID]) -> int:
+    from prefect import Flow, State
+    from prefect.client.orchestration import get_client
+    from prefect.flow_engine import run_flow_async
+
+    from .flows.evaluate import evaluate
+    from .settings import RunSettings
+
+    async with get_client() as client:
+        flow_runs = [await client.read_flow_run(run_id) for run_id in ids]
+    engine_flow = cast("Flow[..., Any]", evaluate)  # the engine's return type is wider
+    states = await asyncio.gather(*(
+        run_flow_async(engine_flow, flow_run=run,
+                       parameters={"settings": RunSettings.model_validate(
+                           run.parameters["settings"])},
+                       return_type="state")
+        for run in flow_runs), return_exceptions=True)
+    # Each run's state is on the server; the sweep reads them there.
+    return 0 if all(isinstance(s, State) and s.is_completed() for s in states) else 1
+
+
+def main(argv: list[str]) -> int:
+    from .cli.running import quiet_console_tracebacks
+
+    threading.Thread(target=_stop_when_orphaned, daemon=True).start()
+    quiet_console_tracebacks()
+    try:
+        return asyncio.run(_run([uuid.UUID(arg) for arg in argv]))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,144 @@
+"""A sweep's evaluations spread over processes of this machine (`processes` in a sweep file).
+
+One event loop drives the calls of about `PAIRS_PER_PROCESS` evaluations before its CPU, not
+the endpoints, sets the pace (README, "Benchmarks"). A larger sweep deals its pairs into groups,
+one per process: the sweep's own process runs the first group as ordinary subflows, and a child
+process each of the others, so that every core makes calls and no process sits idle holding a
+copy of the libraries (a Python process with Prefect, litellm and polars loaded is ~250 MB):
+
+- Each child's pairs get their flow runs here first, as subflows of the sweep (a tracking task run in
+  the sweep, as Prefect makes for a subflow called in process), so the UI shows every pair under
+  the sweep from the start. A child is given flow run ids only; it reads its runs' parameters
+  from the Prefect API and executes them with Prefect's engine, all on one event loop.
+- The limits stay exact across the children: a model's concurrency is slots on a file of the
+  store (or advisory locks with `--database`), its rpm/tpm budget a row of the call cache, both
+  shared by processes (inflight.py, slots.py).
+- Results come back through the store, as those of a deployment's runs do: each run leaves its
+  record there and the sweep reads it (deployed.evaluation_result), writing the exports itself.
+- A child watches its standard input: when the sweep's process is gone, the pipe closes and the
+  child stops as if interrupted, leaving the store consistent as any interrupted run does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+from .deployed import EvaluationFailed, _reason, evaluation_result, worker_parameters
+from .postgres import DATABASE_ENV
+from .settings import RunSettings
+
+PAIRS_PER_PROCESS = 4
+"""Evaluations one event loop keeps fed at 32 calls in flight each and ~6 ms of CPU per call
+(measured, benchmarks/sweep_benchmark.py): beyond that the loop is the bottleneck."""
+
+
+def process_count(requested: int | None, pairs: int, cores: int | None = None) -> int:
+    """The processes a sweep of `pairs` evaluations uses: as asked, else one per
+    `PAIRS_PER_PROCESS` pairs up to the machine's cores; never more than the pairs."""
+    if requested is not None:
+        return max(1, min(requested, pairs))
+    cores = cores or os.cpu_count() or 1
+    return max(1, min(cores, math.ceil(pairs / PAIRS_PER_PROCESS)))
+
+
+def groups(count: int, processes: int) -> list[list[int]]:
+    """Pair indexes per process, dealt in turn: neighbours in the file (often one model judged
+    by several judges, or similar models) land in different processes."""
+    return [list(range(start, count, processes)) for start in range(processes)]
+
+
+async def _create_runs(client: Any, runs: list[RunSettings]) -> list[uuid.UUID]:
+    """A Pending flow run of `evaluate` per pair, each linked under the running sweep."""
+    from prefect import Task
+    from prefect.context import FlowRunContext
+    from prefect.states import Pending
+
+    from .flows.evaluate import evaluate
+
+    context = FlowRunContext.get()
+    ids = []
+    for settings in runs:
+        parameters = worker_parameters(settings)
+        tracker = Task(name=evaluate.name, fn=evaluate.fn, version=evaluate.version)
+        task_run = await tracker.create_run(client=client, flow_run_context=context,
+                                            parameters=parameters)
+        run = await client.create_flow_run(
+            flow=evaluate, parameters=parameters, state=Pending(),
+            parent_task_run_id=task_run.id,
+            name=f"{settings.model_under_test.model} judged by {settings.judge_name}",
+            tags=[settings.suite, f"model:{settings.model_under_test.model}",
+                  f"judge:{settings.judge_name}"])
+        ids.append(run.id)
+    return ids
+
+
+def _child_environment(api_url: str, database: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PREFECT_API_URL"] = api_url  # the sweep's server, temporary or not
+    if database:  # the parameters hold it redacted; the child connects with the full URL
+        env[DATABASE_ENV] = database
+    return env
+
+
+async def _start(ids: list[uuid.UUID], env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proactflow.process_group", *map(str, ids),
+        stdin=subprocess.PIPE, env=env)
+
+
+async def run_in_processes(runs: list[RunSettings], processes: int, logger: Any
+                           ) -> list[dict[str, Any] | BaseException]:
+    """Each pair in one of `processes` processes, this one included: its result, or why it has
+    none, in the order of `runs`."""
+    from prefect.client.orchestration import get_client
+
+    from .flows.evaluate import evaluate
+
+    own, *others = groups(len(runs), processes)
+    async with get_client() as client:
+        ids = await _create_runs(client, [runs[i] for group in others for i in group])
+        env = _child_environment(str(client.api_url), runs[0].database)
+        run_ids = iter(ids)
+        planned = [[(i, next(run_ids)) for i in group] for group in others]
+        children = [await _start([run_id for _, run_id in group], env) for group in planned]
+        logger.info("%d evaluations in %d processes: %d here, the others in pids %s",
+                    len(runs), processes, len(own),
+                    ", ".join(str(child.pid) for child in children))
+        try:
+            here, *codes = await asyncio.gather(
+                asyncio.gather(*(evaluate(settings=runs[i]) for i in own),
+                               return_exceptions=True),
+                *(child.wait() for child in children))
+        finally:
+            for child in children:  # closing the pipe stops a child still running
+                if child.stdin is not None:
+                    child.stdin.close()
+        results: dict[int, dict[str, Any] | BaseException] = dict(zip(own, here))
+        for group, code in zip(planned, codes):
+            for index, run_id in group:
+                results[index] = await _outcome(client, runs[index], run_id, code)
+    return [results[index] for index in range(len(runs))]
+
+
+async def _outcome(client: Any, settings: RunSettings, run_id: uuid.UUID, exit_code: int
+                   ) -> dict[str, Any] | BaseException:
+    """What a child's run returned, rebuilt from its record in the store, or why it has none."""
+    from prefect.states import Crashed
+
+    run = await client.read_flow_run(run_id)
+    try:
+        if run.state is None or not run.state.is_final():
+            reason = f"its process ended (exit status {exit_code}) first"
+            await client.set_flow_run_state(run_id, Crashed(message=reason), force=True)
+            raise EvaluationFailed(reason)
+        if not run.state.is_completed():
+            raise EvaluationFailed(_reason(run.state))
+        return evaluation_result(settings, run_id)
+    except Exception as exc:  # listed with its reason, as an in-process failure is
+        return exc
