@@ -9,6 +9,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,16 @@ class Artifact:
         """The key material it was stored with (stage, version, input keys, settings)."""
         return json.loads(read_metadata(storage_for(self.store), self.name)
                           .get(KEY_METADATA, b"{}"))
+
+
+@lru_cache(maxsize=2)
+def shared_samples(artifact: Artifact) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """A samples artifact as a frame and as dicts, read once per process: the evaluations of a
+    sweep share one corpus, so one copy of it (the largest table, each sample with its context)
+    serves them all instead of two per evaluation. A stored artifact never changes, and the
+    stages only read the rows."""
+    frame = artifact.frame()
+    return frame, frame.to_dicts()
 
 
 @dataclass
