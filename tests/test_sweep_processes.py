@@ -110,3 +110,12 @@ def test_processes_count_rule():
     assert process_count(None, 9, cores=8) == 3
     assert process_count(5, 3, cores=1) == 3          # as asked, never more than the pairs
     assert groups(5, 2) == [[0, 2, 4], [1, 3]]
+
+
+def test_processes_with_a_deployment_is_one_line(fake, tmp_path, capsys):
+    config = _sweep_file(tmp_path / "sweep.toml", fake.url, tmp_path / "store", tmp_path / "o")
+    config.write_text('deployment = "evaluate/evaluate"\nprocesses = 2\n' + config.read_text())
+    assert run_cli("sweep", ["--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "processes spreads a sweep over this machine; with a deployment the pool's " \
+           "workers run the pairs" in err and len(err.splitlines()) == 1
