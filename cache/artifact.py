@@ -99,13 +99,12 @@ class Artifact:
 
 
 @lru_cache(maxsize=2)
-def shared_samples(artifact: Artifact) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
-    """A samples artifact as a frame and as dicts, read once per process: the evaluations of a
-    sweep share one corpus, so one copy of it (the largest table, each sample with its context)
-    serves them all instead of two per evaluation. A stored artifact never changes, and the
-    stages only read the rows."""
-    frame = artifact.frame()
-    return frame, frame.to_dicts()
+def shared_samples(artifact: Artifact) -> pl.DataFrame:
+    """A samples artifact's rows, read once per process: the evaluations of a sweep share one
+    corpus, so one copy of its largest table (each sample with its context, ~18 MB for 624
+    ProactBench triggers) serves them all instead of one per stage and evaluation. A stored
+    artifact never changes, and polars frames are immutable."""
+    return artifact.frame()
 
 
 @dataclass

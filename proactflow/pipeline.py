@@ -182,7 +182,7 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
                     stream.put(row)
                 stream.close(True)
             return found, _report(spec, True, True, started, frame.height)
-        samples, sample_rows = shared_samples(samples_artifact)
+        samples = shared_samples(samples_artifact)
         role = settings.model_under_test
         client = _client(role, calls, store, settings, "responses")
         progress = Progress(logger, f"responses of {role.model}",
@@ -195,8 +195,7 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
 
         frame = await generate_responses(suite, samples, role, prompts, client,
                                          samples_per_item=settings.samples,
-                                         concurrency=client.in_flight.ceiling, on_row=on_row,
-                                         rows=sample_rows)
+                                         concurrency=client.in_flight.ceiling, on_row=on_row)
         # Replies that are not answers are the model's answers to these requests: final.
         complete = not _incomplete(suite, frame)
         artifact = store.put(spec, conform(frame, suite.tables.responses), complete=complete)
@@ -261,7 +260,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     responses_key = responses_in.key if isinstance(responses_in, Artifact) else \
         responses_spec(suite, settings, samples_artifact.key, generation_prompts).key
     spec = judgments_spec(suite, settings, responses_key, prompts)
-    samples, sample_rows = shared_samples(samples_artifact)
+    samples = shared_samples(samples_artifact)
     source: pl.DataFrame | RowStream
     if isinstance(responses_in, Artifact):
         found = None if settings.refreshes("judgments") else store.get(spec)
@@ -278,7 +277,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
         concurrency=client.in_flight.ceiling if client is not None
         else settings.runtime.concurrency,
         on_row=Progress(logger, f"judgments by {settings.judge_name}", total,
-                        suite.error_statuses), rows=sample_rows)
+                        suite.error_statuses))
     complete = responses_in.complete and not _incomplete(suite, frame)
     artifact = store.put(spec, conform(frame, suite.tables.judgments), complete=complete)
     return artifact, _report(spec, False, complete, started, frame.height,

@@ -25,13 +25,11 @@ async def judge_responses(suite: Suite, samples: pl.DataFrame,
                           responses: pl.DataFrame | RowStream, role: ModelRole | None,
                           prompts: Prompts, client: ChatClient | None, settings: RunSettings, *,
                           concurrency: int = 16,
-                          on_row: Callable[[BaseModel], None] | None = None,
-                          rows: list[dict] | None = None) -> pl.DataFrame:
-    """One judgments row per responses row. `rows`: `samples` as dicts when the caller has them
-    already (read only, never changed)."""
+                          on_row: Callable[[BaseModel], None] | None = None) -> pl.DataFrame:
+    """One judgments row per responses row."""
     stream = responses if isinstance(responses, RowStream) else RowStream.of(responses.to_dicts())
     key = suite.sample_key
-    rows = samples.to_dicts() if rows is None else rows
+    rows = samples.to_dicts()
     position = {tuple(row[column] for column in key): index for index, row in enumerate(rows)}
 
     async def judge(response: dict[str, Any]) -> BaseModel:

@@ -23,11 +23,9 @@ from ..suites.base import Prompts, Step, Suite
 async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRole,
                              prompts: Prompts, client: ChatClient, *, samples_per_item: int = 1,
                              concurrency: int = 16,
-                             on_row: Callable[[BaseModel], None] | None = None,
-                             rows: list[dict] | None = None) -> pl.DataFrame:
-    """One responses row per (sample, sample_index); `on_row` sees each as soon as it exists.
-    `rows`: `samples` as dicts when the caller has them already (read only, never changed)."""
-    rows = samples.to_dicts() if rows is None else rows
+                             on_row: Callable[[BaseModel], None] | None = None) -> pl.DataFrame:
+    """One responses row per (sample, sample_index); `on_row` sees each as soon as it exists."""
+    rows = samples.to_dicts()
     parse = suite.reply_parser()
     jobs = [(episode, sample_index) for episode in suite.episodes(samples)
             for sample_index in range(samples_per_item)]
