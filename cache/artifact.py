@@ -101,8 +101,8 @@ class Artifact:
 @lru_cache(maxsize=2)
 def shared_samples(artifact: Artifact) -> pl.DataFrame:
     """A samples artifact's rows, read once per process: the evaluations of a sweep share one
-    corpus, so one copy of its largest table (each sample with its context, ~18 MB for 624
-    ProactBench triggers) serves them all instead of one per stage and evaluation. A stored
+    corpus, so one copy of its largest table (each sample with its context, ~18 MB for the
+    largest corpus so far) serves them all instead of one per stage and evaluation. A stored
     artifact never changes, and polars frames are immutable."""
     return artifact.frame()
 
