@@ -188,10 +188,10 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
         progress = Progress(logger, f"responses of {role.model}",
                             samples.height * settings.samples, suite.error_statuses)
 
-        def on_row(row: Any) -> None:
+        def on_row(row: Any, dumped: dict[str, Any]) -> None:
             progress(row)
             if stream is not None:
-                stream.put(row.model_dump(by_alias=True))
+                stream.put(dumped)  # also the episode's: neither changes it
 
         frame = await generate_responses(suite, samples, role, prompts, client,
                                          samples_per_item=settings.samples,

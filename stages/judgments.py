@@ -29,11 +29,11 @@ async def judge_responses(suite: Suite, samples: pl.DataFrame,
     """One judgments row per responses row."""
     stream = responses if isinstance(responses, RowStream) else RowStream.of(responses.to_dicts())
     key = suite.sample_key
-    rows = samples.to_dicts()
-    position = {tuple(row[column] for column in key): index for index, row in enumerate(rows)}
+    # Samples are made dicts one at a time, when judged (see responses.py).
+    position = {values: index for index, values in enumerate(samples.select(key).rows())}
 
     async def judge(response: dict[str, Any]) -> BaseModel:
-        sample = rows[position[tuple(response[column] for column in key)]]
+        sample = samples.row(position[tuple(response[column] for column in key)], named=True)
         request = suite.judgment_request(sample, response, role, prompts, settings)
         outcome = None
         if request is not None:

@@ -8,7 +8,7 @@ be asked and a call that failed carry a status instead of disappearing.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import polars as pl
 from pydantic import BaseModel
@@ -23,9 +23,10 @@ from ..suites.base import Prompts, Step, Suite
 async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRole,
                              prompts: Prompts, client: ChatClient, *, samples_per_item: int = 1,
                              concurrency: int = 16,
-                             on_row: Callable[[BaseModel], None] | None = None) -> pl.DataFrame:
-    """One responses row per (sample, sample_index); `on_row` sees each as soon as it exists."""
-    rows = samples.to_dicts()
+                             on_row: Callable[[BaseModel, dict[str, Any]], None] | None = None
+                             ) -> pl.DataFrame:
+    """One responses row per (sample, sample_index); `on_row` sees each with its dict (the
+    row as `model_dump(by_alias=True)` gives it) as soon as it exists."""
     parse = suite.reply_parser()
     jobs = [(episode, sample_index) for episode in suite.episodes(samples)
             for sample_index in range(samples_per_item)]
@@ -35,14 +36,17 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
         answered: list[BaseModel] = []
         earlier: list[Step] = []
         for index in episode:
-            sample = rows[index]
+            # One sample as a dict when its turn comes: all of them at once held about 18 MB
+            # for the whole stage in a full-size evaluation (a sweep holds one per model).
+            sample = samples.row(index, named=True)
             request = suite.generation_request(sample, earlier, role, prompts, sample_index)
             outcome = await client.call(request, accept=parse) if request is not None else None
             row = suite.response_row(sample, outcome, role, sample_index)
             answered.append(row)
-            earlier.append((sample, row.model_dump(by_alias=True)))
+            dumped = row.model_dump(by_alias=True)
+            earlier.append((sample, dumped))
             if on_row is not None:
-                on_row(row)
+                on_row(row, dumped)
         return answered
 
     episodes = await run_bounded(jobs, run_episode, concurrency)
