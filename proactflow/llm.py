@@ -12,11 +12,10 @@ any other 4xx fails that one call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from importlib import metadata
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import litellm
 
@@ -25,6 +24,7 @@ from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
 from . import litellm_costs
 from .call_health import Breaker, CallStats
 from .errors import EndpointDown, ProviderRejected
+from .leases import HeldLeases
 from .provider_errors import AttemptFailed, classify
 from .ratelimit import AdaptiveLimit, InFlightLimit, Pacer
 from .settings import ModelRole, RuntimeOptions
@@ -66,6 +66,7 @@ class ChatClient:
         self._down: EndpointDown | None = None
         self._timeout = runtime.call_timeout(role.generation.max_tokens)
         self._replace: set[str] = set()
+        self._leases = HeldLeases(self.calls, runtime.lease_ttl_s)
 
     async def cached(self, request: ChatRequest) -> bool:
         return await self.calls.get(request.key) is not None
@@ -91,24 +92,6 @@ class ChatClient:
         self.stats.cache_hits += 1
         return outcome
 
-    @contextlib.asynccontextmanager
-    async def _lease(self, key: str) -> AsyncIterator[None]:
-        """Hold the claim on a call, renewed for as long as it is held (retries, judge replies
-        asked again, pacer waits), released on every way out."""
-        ttl = self.runtime.lease_ttl_s
-
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(ttl / 3)
-                await self.calls.renew(key, ttl)
-
-        renewing = asyncio.create_task(renew())
-        try:
-            yield
-        finally:
-            renewing.cancel()
-            await self.calls.release(key)
-
     async def call(self, request: ChatRequest,
                    accept: Callable[[str], T] | None = None) -> ChatOutcome:
         """Answer `request` from the cache or the provider.
@@ -125,18 +108,22 @@ class ChatClient:
             await asyncio.sleep(0.2)
             if (hit := await self._from_cache(request, accept)) is not None:
                 return hit
-        async with self._lease(request.key):
+        self._leases.hold(request.key)  # renewed for as long as it is held
+        try:
             if (hit := await self._from_cache(request, accept)) is not None:
                 return hit  # finished by the previous holder between our look and our claim
             return await self._call_uncached(request, accept)
+        finally:
+            await self._leases.let_go(request.key)
 
     async def _store(self, request: ChatRequest, outcome: ChatOutcome,
                      accept: Callable[[str], T] | None) -> ChatOutcome:
         """Cache a finished call; when another run stored this request first, use its record
         (first writer wins), so every stage pairs the same answer with the same verdict."""
         replace = self.refresh or request.key in self._replace
-        stored = await self.calls.put(request.key, outcome.record(), replace=replace)
-        if stored == outcome.record():
+        record = outcome.record()
+        stored = await self.calls.put(request.key, record, replace=replace)
+        if stored == record:
             return outcome
         winner = ChatOutcome.from_record(request.key, stored)
         try:

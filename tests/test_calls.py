@@ -148,3 +148,28 @@ def test_a_call_slower_than_the_timeout_is_an_error_and_not_retried(tmp_path):
         outcome = asyncio.run(c.call(request(c)))
         assert not outcome.ok and outcome.attempts == 1 and fake.calls["m"] == 1
         assert "Timeout" in outcome.error and "not retried" in outcome.error
+
+
+def test_one_loop_renews_every_held_lease_and_stops_when_none_is_held(tmp_path):
+    from proactflow.cache.calls import LocalCallStore
+    from proactflow.leases import HeldLeases
+
+    cache = CallCache(tmp_path / "calls")
+    leases = HeldLeases(LocalCallStore(cache), ttl=0.3)
+
+    async def hold_two_then_one():
+        for key in ("a", "b"):
+            assert cache.claim(key, 0.3)
+            leases.hold(key)
+        await asyncio.sleep(0.5)  # past the first ttl: renewed
+        assert cache._leases.get("a") is not None and cache._leases.get("b") is not None
+        await leases.let_go("a")
+        assert cache._leases.get("a") is None
+        await asyncio.sleep(0.5)
+        assert cache._leases.get("b") is not None  # still renewed
+        renewing = leases._renewing
+        await leases.let_go("b")
+        await asyncio.sleep(0)
+        assert renewing is not None and renewing.cancelled() and leases._renewing is None
+
+    asyncio.run(hold_two_then_one())
