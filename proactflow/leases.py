@@ -25,8 +25,11 @@ class HeldLeases:
     def hold(self, key: str) -> None:
         """Renew the lease on `key` (just claimed) until `let_go`."""
         self._held.add(key)
-        if self._renewing is None:
-            self._renewing = asyncio.get_running_loop().create_task(self._renew())
+        loop = asyncio.get_running_loop()
+        # A loop torn down mid-call (its tasks never finished) leaves a task that will never
+        # run again: this loop gets its own.
+        if self._renewing is None or self._renewing.done() or self._renewing.get_loop() is not loop:
+            self._renewing = loop.create_task(self._renew())
 
     async def let_go(self, key: str) -> None:
         """Stop renewing and release the lease on `key`."""

@@ -140,8 +140,10 @@ def test_a_fully_cached_run_paid_nothing(fake, store, tmp_path):
                     extra=("--limit", "2"))
     assert run_cli("run", args) == 0
     assert run_cli("run", args) == 0
-    records = sorted((store / "runs").glob("*.json"))
-    first, second = (read_json(path)["usage"] for path in records)
+    # In start order: two quick runs can start within one second, which the names do not split.
+    records = sorted((read_json(path) for path in (store / "runs").glob("*.json")),
+                     key=lambda record: record["started"])
+    first, second = (record["usage"] for record in records)
     assert first["judge"]["paid_completion_tokens"] > 0
     for role in ("model_under_test", "judge"):
         assert second[role]["paid_prompt_tokens"] == second[role]["paid_completion_tokens"] == 0
