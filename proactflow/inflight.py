@@ -40,8 +40,11 @@ class ModelLimit:
     """What a ChatClient waits on before each HTTP attempt: the process's adaptive limit of the
     model, then a shared slot. Same interface as AdaptiveLimit."""
 
-    def __init__(self, ceiling: int, slots: Slots):
-        self.local = AdaptiveLimit(ceiling)
+    def __init__(self, ceiling: int, slots: Slots, share: int | None = None):
+        self.local = AdaptiveLimit(min(share or ceiling, ceiling))
+        self.slot_count = ceiling
+        """The model's concurrency: the slots counted across processes (the local limit may
+        be this process's share of them)."""
         self._slots = slots
         self._polling = asyncio.Lock()
 
@@ -60,7 +63,7 @@ class ModelLimit:
     async def acquire(self) -> float:
         started = await self.local.acquire()
         try:
-            if not await self._slots.take(self.ceiling):
+            if not await self._slots.take(self.slot_count):
                 await self._wait()
         except BaseException:
             self.local.release(started)
@@ -69,7 +72,7 @@ class ModelLimit:
 
     async def _wait(self) -> None:
         async with self._polling:  # one waiter polls; the rest queue here, without I/O
-            while not await self._slots.take(self.ceiling):
+            while not await self._slots.take(self.slot_count):
                 await asyncio.sleep(random.uniform(*self._slots.pause))
 
     def release(self, started: float, *, rate_limited: bool = False) -> None:
@@ -88,12 +91,12 @@ _limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
     weakref.WeakKeyDictionary()
 
 
-def model_limit(target: str, ceiling: int, calls: CallStore, coordination: Path | str
-                ) -> ModelLimit:
+def model_limit(target: str, ceiling: int, calls: CallStore, coordination: Path | str,
+                share: int | None = None) -> ModelLimit:
     """The in-flight limit of `target` (model@endpoint) for this process's clients on the
     running event loop, with slots shared where `calls` keeps its leases: its database, or
     the store's `coordination` folder. It lives as long as a client holds it; when two clients
-    give different ceilings, the lower one holds for both."""
+    give different ceilings (or shares), the lower one holds for both."""
     from .cache.calls_postgres import PostgresCallStore
 
     new: Callable[[], Slots]
@@ -106,7 +109,9 @@ def model_limit(target: str, ceiling: int, calls: CallStore, coordination: Path 
     by_target = _limits.setdefault(asyncio.get_running_loop(), weakref.WeakValueDictionary())
     limit = by_target.get(key)
     if limit is None:
-        limit = by_target[key] = ModelLimit(ceiling, new())
-    elif ceiling < limit.ceiling:
-        limit.local.cap(ceiling)
+        limit = by_target[key] = ModelLimit(ceiling, new(), share)
+    else:
+        limit.slot_count = min(limit.slot_count, ceiling)
+        if min(share or ceiling, ceiling) < limit.ceiling:
+            limit.local.cap(min(share or ceiling, ceiling))
     return limit

@@ -22,6 +22,11 @@ class Limits(BaseModel):
         default=None, ge=1, le=MAX_CONCURRENCY,
         description="Calls in flight to this model at most, together across every run that "
                     "calls it (in this process, on this store's host, or on the database).")
+    share: int | None = Field(
+        default=None, ge=1, le=MAX_CONCURRENCY,
+        description="The part of `concurrency` this process may use, when a sweep spread over "
+                    "processes deals a model's calls between them (process_groups.py); None: "
+                    "all of it. The shared slots still count up to `concurrency`.")
     rpm: float | None = Field(default=None, gt=0,
                               description="Requests per minute to this model, shared likewise.")
     tpm: float | None = Field(default=None, gt=0,

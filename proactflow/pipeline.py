@@ -160,7 +160,7 @@ def _client(role: ModelRole, calls: CallStore, store: ArtifactStore, settings: R
         if limits.rpm else None,
         token_pacer=open_pacer(calls, coordination, f"tpm|{target}", limits.tpm)
         if limits.tpm else None,
-        in_flight=model_limit(target, limits.concurrency, calls, coordination),
+        in_flight=model_limit(target, limits.concurrency, calls, coordination, limits.share),
         refresh=settings.refreshes(table),
         reply_kind="model" if table == "responses" else "judge")
 

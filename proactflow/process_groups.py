@@ -10,9 +10,13 @@ copy of the libraries (a Python process with Prefect, litellm and polars loaded 
   the sweep, as Prefect makes for a subflow called in process), so the UI shows every pair under
   the sweep from the start. A child is given flow run ids only; it reads its runs' parameters
   from the Prefect API and executes them with Prefect's engine, all on one event loop.
-- The limits stay exact across the children: a model's concurrency is slots on a file of the
+- The limits stay exact across the processes: a model's concurrency is slots on a file of the
   store (or advisory locks with `--database`), its rpm/tpm budget a row of the call cache, both
-  shared by processes (inflight.py, slots.py).
+  shared by processes (inflight.py, slots.py). A model called from several groups (the judge)
+  has its concurrency dealt between them too (`with_shares`): each group then finds a free
+  slot at once instead of polling for one that another group just took back, which cost the
+  16-model benchmark a fifth more CPU. The shares add up to the limit; other runs calling the
+  model still share its slots with the sweep.
 - Results come back through the store, as those of a deployment's runs do: each run leaves its
   record there and the sweep reads it (deployed.evaluation_result), writing the exports itself.
 - A child watches its standard input: when the sweep's process is gone, the pipe closes and the
@@ -31,6 +35,7 @@ from typing import Any
 
 from .deployed import EvaluationFailed, _reason, evaluation_result, worker_parameters
 from .postgres import DATABASE_ENV
+from .limits import target as limit_target
 from .settings import RunSettings
 
 PAIRS_PER_PROCESS = 4
@@ -51,6 +56,35 @@ def groups(count: int, processes: int) -> list[list[int]]:
     """Pair indexes per process, dealt in turn: neighbours in the file (often one model judged
     by several judges, or similar models) land in different processes."""
     return [list(range(start, count, processes)) for start in range(processes)]
+
+
+def with_shares(runs: list[RunSettings], plan: list[list[int]]) -> list[RunSettings]:
+    """`runs` with the concurrency of each model called from several groups of `plan` dealt
+    between those groups (the first ones get the remainder); a model with fewer slots than
+    groups keeps its limit (the shared slots alone hold it). Limits enter no key."""
+    callers: dict[str, list[int]] = {}
+    for number, group in enumerate(plan):
+        for index in group:
+            for role in runs[index].roles.values():
+                groups = callers.setdefault(limit_target(role.model, role.endpoint), [])
+                if number not in groups:
+                    groups.append(number)
+    dealt = list(runs)
+    for number, group in enumerate(plan):
+        for index in group:
+            settings, updates = runs[index], {}
+            for name, role in settings.roles.items():
+                groups = callers[limit_target(role.model, role.endpoint)]
+                ceiling = settings.runtime.limits(role).concurrency or 1
+                if len(groups) == 1 or ceiling < len(groups):
+                    continue
+                share = ceiling // len(groups) + \
+                    (1 if groups.index(number) < ceiling % len(groups) else 0)
+                updates[name] = role.model_copy(update={
+                    "limits": role.limits.model_copy(update={"share": share})})
+            if updates:
+                dealt[index] = settings.model_copy(update=updates)
+    return dealt
 
 
 async def _create_runs(client: Any, runs: list[RunSettings]) -> list[uuid.UUID]:
@@ -100,7 +134,9 @@ async def run_in_processes(runs: list[RunSettings], processes: int, logger: Any
 
     from .flows.evaluate import evaluate
 
-    own, *others = groups(len(runs), processes)
+    plan = groups(len(runs), processes)
+    runs = with_shares(runs, plan)
+    own, *others = plan
     async with get_client() as client:
         ids = await _create_runs(client, [runs[i] for group in others for i in group])
         env = _child_environment(str(client.api_url), runs[0].database)

@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import os
 import threading
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
@@ -51,13 +52,18 @@ class SlotFile:
         self._held: list[int] = []
         self._mine: set[int] = set()
         self._next = 0
+        self._freed: int | None = None
         self._guard = threading.Lock()  # clients on event loops of other threads share it
         self.pause = (0.002, 0.01)  # a try is a few system calls
 
     async def take(self, count: int) -> bool:
         with self._guard:
-            for step in range(count):
-                slot = (self._next + step) % count
+            # The slot given back last is tried first: a process that has just finished a call
+            # finds it free in one try instead of probing, one system call each, the slots that
+            # other processes hold (at a model's limit, most of them).
+            freed, self._freed = self._freed, None
+            first = [freed] if freed is not None and freed < count else []
+            for slot in chain(first, ((self._next + step) % count for step in range(count))):
                 if slot in self._mine:  # our own lock would be granted again: not a free slot
                     continue
                 try:
@@ -75,6 +81,7 @@ class SlotFile:
             slot = self._held.pop()
             self._mine.discard(slot)
             fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, slot)
+            self._freed = slot
 
     async def settled(self) -> None:
         """Nothing to wait for: a lock is given back at once."""

@@ -119,3 +119,21 @@ def test_processes_with_a_deployment_is_one_line(fake, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "processes spreads a sweep over this machine; with a deployment the pool's " \
            "workers run the pairs" in err and len(err.splitlines()) == 1
+
+
+def test_a_model_called_from_several_groups_has_its_concurrency_dealt(tmp_path):
+    from proactflow.process_groups import groups, with_shares
+    from proactflow.sweeps import SweepConfig
+
+    config = SweepConfig.model_validate({
+        "store": str(tmp_path), "concurrency": 8,
+        "judges": [{"model": "openai/judge", "api_base": "http://127.0.0.1:9/v1",
+                    "concurrency": 5}],
+        "models": [{"model": f"openai/m{i}", "api_base": "http://127.0.0.1:9/v1"}
+                   for i in range(3)]})
+    runs = with_shares(config.runs(), groups(3, 2))   # groups [0, 2] and [1]
+    judge = [r.runtime.limits(r.judge).share for r in runs if r.judge is not None]
+    assert judge == [3, 2, 3]                           # 5 dealt between two groups
+    assert all(r.runtime.limits(r.judge).concurrency == 5 for r in runs if r.judge)
+    # A model under test lives in one group: its whole limit, nothing dealt.
+    assert {r.runtime.limits(r.model_under_test).share for r in runs} == {None}
