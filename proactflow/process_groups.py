@@ -39,7 +39,7 @@ from .limits import target as limit_target
 from .settings import RunSettings
 
 PAIRS_PER_PROCESS = 4
-"""Evaluations one event loop keeps fed at 32 calls in flight each and ~6 ms of CPU per call
+"""Evaluations one event loop keeps fed at 32 calls in flight each and ~5 ms of CPU per call
 (measured, benchmarks/sweep_benchmark.py): beyond that the loop is the bottleneck."""
 
 
