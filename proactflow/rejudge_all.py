@@ -122,8 +122,10 @@ def plan_lines(entries: list[StoredResponses], judges: list[str],
 
 
 def run_rejudge(settings: RunSettings, entry: StoredResponses) -> dict[str, Any]:
+    from .cli.prefect_api import prefect_api
     from .flows.evaluate import rejudge
 
-    return asyncio.run(rejudge(settings=settings, triggers_key=entry.triggers_key,
-                               responses_key=entry.responses_key,
-                               model_under_test_facts=model_under_test_facts(entry)))
+    with prefect_api():
+        return asyncio.run(rejudge(settings=settings, triggers_key=entry.triggers_key,
+                                   responses_key=entry.responses_key,
+                                   model_under_test_facts=model_under_test_facts(entry)))

@@ -8,13 +8,13 @@ import gc
 import logging
 import os
 import sys
-import threading
 from typing import Any, Callable
 
 from ..errors import UserError
 from ..redaction import redact_url
 from ..settings import RunSettings
 from .options import EXIT_LOW_COVERAGE, settings_from_args
+from .prefect_api import prefect_api, start_temporary_server
 
 
 def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: bool) -> None:
@@ -123,25 +123,6 @@ def quiet_temporary_server() -> None:
         os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
 
-def _start_temporary_prefect_server() -> threading.Thread | None:
-    """Without PREFECT_API_URL, Prefect starts a temporary server at the first flow run, which
-    takes seconds: start it in the background now, while the preflight checks run."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
-
-    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-        return None
-    quiet_temporary_server()
-
-    def start() -> None:
-        from prefect.server.api.server import SubprocessASGIServer
-
-        SubprocessASGIServer().start()
-
-    thread = threading.Thread(target=start, name="prefect-server-start", daemon=True)
-    thread.start()
-    return thread
-
-
 def run_command(args: argparse.Namespace) -> int:
     from .rejudging import rejudge_all, rejudge_many  # they build on this module
 
@@ -160,28 +141,18 @@ def run_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if args.command != "status" and not args.dry_run:
         check_prefect_server()
-    starting: list[threading.Thread] = []
 
     def start_server() -> None:  # while the plan is made, once nothing rules the run out
         if args.command != "status" and not args.dry_run:
-            starting.extend(t for t in [_start_temporary_prefect_server()] if t is not None)
+            start_temporary_server()
 
-    try:
-        go = preflight(args, settings, start_server)
-    except BaseException:
-        # The server's thread imports Prefect's server modules; a process that exits while it
-        # holds the import lock hangs in interpreter shutdown. Let it finish (atexit stops it).
-        for thread in starting:
-            thread.join()
-        raise
+    go = preflight(args, settings, start_server)
     if not go:
         return 0
     gc.collect()
     # Everything alive now (imported modules, mostly) lives for the whole run: keep the
     # collector from walking it again on each of the run's many collections.
     gc.freeze()
-    for thread in starting:
-        thread.join()  # the flow's client must find the server up, not half started
     result = run_flow("rejudge" if args.command == "rejudge" else "run", settings)
     print_scores(settings, result["scores"], result["complete"])
     print_usage(result["usage"])
@@ -245,6 +216,6 @@ def run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
 
     quiet_console_tracebacks()
     quiet_temporary_server()
-    with tags(settings.suite, f"model:{settings.model_under_test.model}",
-              f"judge:{settings.judge_name}"):
+    with prefect_api(), tags(settings.suite, f"model:{settings.model_under_test.model}",
+                             f"judge:{settings.judge_name}"):
         return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..postgres import DATABASE_ENV, check_database_url
+from .prefect_api import prefect_api, start_temporary_server
 from .running import quiet_console_tracebacks, quiet_temporary_server
 
 
@@ -26,6 +27,8 @@ def sweep_command(args: argparse.Namespace) -> int:
                             "the pool's workers run the pairs (start more workers instead)")
         config = config.model_copy(update={"processes": args.processes})
     runs = config.runs()
+    if not config.deployment:
+        start_temporary_server()  # it boots while the sweep's checks run
     if config.deployment:
         from prefect.settings import PREFECT_API_URL
 
@@ -61,7 +64,8 @@ def sweep_command(args: argparse.Namespace) -> int:
 
         quiet_console_tracebacks()
         quiet_temporary_server()
-        result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
+        with prefect_api():
+            result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
     failures = skipped + result["failures"]
     if not any("phase" in row for row in result["leaderboard"]):  # a suite without phases
         for line in result.get("summary", []):
