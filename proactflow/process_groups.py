@@ -15,7 +15,7 @@ copy of the libraries (a Python process with Prefect, litellm and polars loaded 
   shared by processes (inflight.py, slots.py). A model called from several groups (the judge)
   has its concurrency dealt between them too (`with_shares`): each group then finds a free
   slot at once instead of polling for one that another group just took back, which cost the
-  16-model benchmark a fifth more CPU. The shares add up to the limit; other runs calling the
+  16-model benchmark 14 % more CPU. The shares add up to the limit; other runs calling the
   model still share its slots with the sweep.
 - Results come back through the store, as those of a deployment's runs do: each run leaves its
   record there and the sweep reads it (deployed.evaluation_result), writing the exports itself.
