@@ -121,7 +121,9 @@ async def _ensure_queue(client: Any, pool: str, queue: str) -> None:
             pass
 
 
-def _reason(state: Any) -> str:
+def state_reason(state: Any) -> str:
+    """Why a flow run ended as it did: its state message without Prefect's prefix, else the
+    state's name."""
     message = (state.message or "").strip() if state is not None else ""
     return _EXCEPTION_PREFIX.sub("", message) or (state.name if state is not None else "lost")
 
@@ -148,7 +150,7 @@ async def _wait(client: Any, submitted: list[Submitted], pool: str, default_queu
         waiting: dict[str, list[uuid.UUID]] = {}
         for run in runs:
             if run.state is not None and run.state.is_final():
-                outcome[run.id] = None if run.state.is_completed() else _reason(run.state)
+                outcome[run.id] = None if run.state.is_completed() else state_reason(run.state)
                 del pending[run.id]
             elif run.state is None or run.state.is_scheduled():
                 waiting.setdefault(pending[run.id].queue, []).append(run.id)

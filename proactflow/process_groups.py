@@ -6,10 +6,10 @@ one per process: the sweep's own process runs the first group as ordinary subflo
 process each of the others, so that every core makes calls and no process sits idle holding a
 copy of the libraries (a Python process with Prefect, litellm and polars loaded is ~250 MB):
 
-- Each child's pairs get their flow runs here first, as subflows of the sweep (a tracking task run in
-  the sweep, as Prefect makes for a subflow called in process), so the UI shows every pair under
-  the sweep from the start. A child is given flow run ids only; it reads its runs' parameters
-  from the Prefect API and executes them with Prefect's engine, all on one event loop.
+- Each child's pairs get their flow runs here first, as subflows of the sweep (a tracking task
+  run in the sweep, as Prefect makes for a subflow called in process), so the UI shows every
+  pair under the sweep from the start. A child is given flow run ids only; it reads its runs'
+  parameters from the Prefect API and executes them with Prefect's engine, on one event loop.
 - The limits stay exact across the processes: a model's concurrency is slots on a file of the
   store (or advisory locks with `--database`), its rpm/tpm budget a row of the call cache, both
   shared by processes (inflight.py, slots.py). A model called from several groups (the judge)
@@ -33,7 +33,8 @@ import sys
 import uuid
 from typing import Any
 
-from .deployed import EvaluationFailed, _reason, evaluation_result, worker_parameters
+from .deployed import (EvaluationFailed, evaluation_result, state_reason,
+                       worker_parameters)
 from .postgres import DATABASE_ENV
 from .limits import target as limit_target
 from .settings import RunSettings
@@ -174,7 +175,7 @@ async def _outcome(client: Any, settings: RunSettings, run_id: uuid.UUID, exit_c
             await client.set_flow_run_state(run_id, Crashed(message=reason), force=True)
             raise EvaluationFailed(reason)
         if not run.state.is_completed():
-            raise EvaluationFailed(_reason(run.state))
+            raise EvaluationFailed(state_reason(run.state))
         return evaluation_result(settings, run_id)
     except Exception as exc:  # listed with its reason, as an in-process failure is
         return exc

@@ -35,6 +35,17 @@ def cluster(request, tmp_path_factory):
         yield found
 
 
+def sweep_every_model_ok(cluster, config, cwd, judge: str
+                         ) -> tuple[subprocess.CompletedProcess, float]:
+    """The sweep run as a user would, and its wall seconds; it exits 0 with every model ok."""
+    clock = time.monotonic()
+    done = sweep(cluster, config, cwd)
+    seconds = time.monotonic() - clock
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for model in MODELS:
+        assert f"ok      openai/{model} judged by openai/{judge}" in done.stdout
+    return done, seconds
+
 def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
     for name in ("synth2", "synth3"):
         fake.responders[name] = synthetic_model
@@ -44,12 +55,7 @@ def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
     store = f"s3://{seaweed.bucket}/sweep-{uuid.uuid4().hex[:8]}" if seaweed \
         else str(tmp_path / "store")
     config = sweep_file(tmp_path / "sweep.toml", fake, cluster, store, MODELS)
-    clock = time.monotonic()
-    done = sweep(cluster, config, tmp_path / "cwd")
-    seconds = time.monotonic() - clock
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for model in MODELS:
-        assert f"ok      openai/{model} judged by openai/judge2" in done.stdout
+    done, seconds = sweep_every_model_ok(cluster, config, tmp_path / "cwd", "judge2")
     # Every call once: 6 triggers of the first 2 dialogues per model; the three synthetic
     # models answer alike, so the judge is asked 6 + 6 different things, each once, whichever
     # worker asks first.
@@ -118,12 +124,7 @@ def test_a_rate_limited_judge_is_one_budget_for_both_workers(cluster, fake, tmp_
         else str(tmp_path / "store")
     config = sweep_file(tmp_path / "sweep.toml", fake, cluster, store, MODELS, judge="judge-rpm",
                         judge_extra=f"rpm = {JUDGE_RPM}", corpus=corpus, limit=None)
-    clock = time.monotonic()
-    done = sweep(cluster, config, tmp_path / "cwd")
-    seconds = time.monotonic() - clock
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for model in MODELS:
-        assert f"ok      openai/{model} judged by openai/judge-rpm" in done.stdout
+    done, seconds = sweep_every_model_ok(cluster, config, tmp_path / "cwd", "judge-rpm")
     assert judge.refused == 0, f"{judge.refused} requests answered 429"
     assert {m: fake.calls[m] for m in (*MODELS, "judge-rpm")} == \
         {**{m: per_model for m in MODELS}, "judge-rpm": len(MODELS) * per_model}
