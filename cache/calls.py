@@ -16,12 +16,22 @@ The call layer awaits a `CallStore`: this diskcache (`LocalCallStore`, one host)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import diskcache
+
+from .call_thread import CallThread
+import asyncio, concurrent.futures
+_POOL = concurrent.futures.ThreadPoolExecutor(1)
+async def _off(fn, *a, **k):
+    from functools import partial
+    return await asyncio.get_running_loop().run_in_executor(_POOL, partial(fn, *a, **k))
 
 _HOST = socket.gethostname()
 
@@ -41,6 +51,16 @@ class CallCache:
         directory = Path(directory)
         self._results = diskcache.Cache(str(directory), size_limit=2**40, eviction_policy="none")
         self._leases = diskcache.Cache(str(directory / "leases"), eviction_policy="none")
+        self.thread = CallThread(self._transaction, self._close_connections,
+                                 f"proactflow-calls:{directory.name}")
+        """Where LocalCallStore runs this cache's operations (call_thread.py)."""
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction on each database, always taken in this order (so two processes
+        never wait on each other's second lock)."""
+        with self._results.transact(), self._leases.transact():
+            yield
 
     def get(self, request_key: str) -> dict[str, Any] | None:
         return self._results.get(request_key)
@@ -72,15 +92,43 @@ class CallCache:
             self._leases.set(request_key, me, expire=ttl)
             return True
 
+    def look_or_claim(self, request_key: str, ttl: float, *, look: bool = True
+                      ) -> tuple[dict[str, Any] | None, bool]:
+        """The stored record (and no lease), else whether the lease is now this process's.
+        After a claim it looks once more: the previous holder may have stored its result and
+        let go between the first look and the claim."""
+        if look and (record := self.get(request_key)) is not None:
+            return record, False
+        if not self.claim(request_key, ttl):
+            return None, False
+        if look and (record := self.get(request_key)) is not None:
+            self.release(request_key)
+            return record, False
+        return None, True
+
+    def store_and_release(self, request_key: str, record: dict[str, Any], *,
+                          replace: bool = False) -> dict[str, Any]:
+        """`put`, then give the lease back."""
+        try:
+            return self.put(request_key, record, replace=replace)
+        finally:
+            self.release(request_key)
+
     def renew(self, request_key: str, ttl: float) -> None:
         self._leases.touch(request_key, expire=ttl)
 
     def release(self, request_key: str) -> None:
         self._leases.delete(request_key)
 
-    def close(self) -> None:
+    def _close_connections(self) -> None:
         self._results.close()
         self._leases.close()
+
+    def close(self) -> None:
+        """Finish the queued operations, then close (the connections of the calling thread
+        and of the cache's own)."""
+        self.thread.stop()
+        self._close_connections()
 
 
 class CallStore(Protocol):
@@ -103,6 +151,17 @@ class CallStore(Protocol):
         """Take the lease on a request; False while another holder has it."""
         ...
 
+    async def look_or_claim(self, request_key: str, ttl: float, *, look: bool = True
+                            ) -> tuple[dict[str, Any] | None, bool]:
+        """The stored record (and no lease), else whether this client now holds the lease,
+        having looked once more after claiming; with `look` False, the claim alone."""
+        ...
+
+    async def store_and_release(self, request_key: str, record: dict[str, Any], *,
+                                replace: bool = False) -> dict[str, Any]:
+        """`put`, then `release` the lease."""
+        ...
+
     async def renew(self, request_key: str, ttl: float) -> None: ...
 
     async def release(self, request_key: str) -> None: ...
@@ -111,34 +170,80 @@ class CallStore(Protocol):
 
 
 class LocalCallStore:
-    """A CallCache as a CallStore. Its operations are local SQLite transactions well under a
-    millisecond: run in place, they cost less than a hop to a thread would."""
+    """A CallCache as a CallStore: its operations run on the cache's own thread, in committed
+    groups (call_thread.py), so that the event loop never waits on SQLite's locks.
 
-    def __init__(self, cache: CallCache):
+    `on_close` replaces closing the cache (open_call_store shares one cache per directory)."""
+
+    def __init__(self, cache: CallCache, on_close: Callable[[], None] | None = None):
         self.cache = cache
+        self._on_close = on_close
+        self._closed = False
 
     async def get(self, request_key: str) -> dict[str, Any] | None:
-        return self.cache.get(request_key)
+        return await self.cache.thread.run(partial(self.cache.get, request_key), writes=False)
 
     async def get_many(self, request_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        found = ((key, self.cache.get(key)) for key in request_keys)
-        return {key: record for key, record in found if record is not None}
+        def found() -> dict[str, dict[str, Any]]:
+            records = ((key, self.cache.get(key)) for key in request_keys)
+            return {key: record for key, record in records if record is not None}
+        return await self.cache.thread.run(found, writes=False)
 
     async def put(self, request_key: str, record: dict[str, Any], *, replace: bool = False
                   ) -> dict[str, Any]:
-        return self.cache.put(request_key, record, replace=replace)
+        return await self.cache.thread.run(
+            partial(self.cache.put, request_key, record, replace=replace), writes=True)
 
     async def claim(self, request_key: str, ttl: float) -> bool:
-        return self.cache.claim(request_key, ttl)
+        return await self.cache.thread.run(partial(self.cache.claim, request_key, ttl),
+                                           writes=True)
+
+    async def look_or_claim(self, request_key: str, ttl: float, *, look: bool = True
+                            ) -> tuple[dict[str, Any] | None, bool]:
+        return await self.cache.thread.run(
+            partial(self.cache.look_or_claim, request_key, ttl, look=look), writes=True)
+
+    async def store_and_release(self, request_key: str, record: dict[str, Any], *,
+                                replace: bool = False) -> dict[str, Any]:
+        return await self.cache.thread.run(
+            partial(self.cache.store_and_release, request_key, record, replace=replace),
+            writes=True)
 
     async def renew(self, request_key: str, ttl: float) -> None:
-        self.cache.renew(request_key, ttl)
+        await self.cache.thread.run(partial(self.cache.renew, request_key, ttl), writes=True)
 
     async def release(self, request_key: str) -> None:
-        self.cache.release(request_key)
+        await self.cache.thread.run(partial(self.cache.release, request_key), writes=True)
 
     async def close(self) -> None:
-        self.cache.close()
+        if self._closed:
+            return
+        self._closed = True
+        (self._on_close or self.cache.close)()
+
+
+_shared: dict[Path, tuple[CallCache, int]] = {}
+_shared_lock = threading.Lock()
+
+
+def _open_shared(directory: Path) -> LocalCallStore:
+    """A store on this process's one CallCache of `directory`: every evaluation of a process
+    queues on one thread, so their operations commit together."""
+    directory = directory.resolve()
+    with _shared_lock:
+        cache, users = _shared.get(directory) or (CallCache(directory), 0)
+        _shared[directory] = (cache, users + 1)
+
+    def let_go() -> None:
+        with _shared_lock:
+            cache, users = _shared[directory]
+            if users > 1:
+                _shared[directory] = (cache, users - 1)
+                return
+            del _shared[directory]
+        cache.close()
+
+    return LocalCallStore(cache, on_close=let_go)
 
 
 def as_call_store(cache: CallStore | CallCache) -> CallStore:
@@ -151,4 +256,4 @@ def open_call_store(directory: Path | str, database: str | None = None) -> CallS
         from .calls_postgres import PostgresCallStore
 
         return PostgresCallStore(database)
-    return LocalCallStore(CallCache(directory))
+    return _open_shared(Path(directory))

@@ -85,6 +85,24 @@ class PostgresCallStore:
         database = await self.database()
         return await database.try_lock(lock_id(request_key))
 
+    async def look_or_claim(self, request_key: str, ttl: float, *, look: bool = True
+                            ) -> tuple[dict[str, Any] | None, bool]:
+        if look and (record := await self.get(request_key)) is not None:
+            return record, False
+        if not await self.claim(request_key, ttl):
+            return None, False
+        if look and (record := await self.get(request_key)) is not None:
+            await self.release(request_key)  # stored by the previous holder meanwhile
+            return record, False
+        return None, True
+
+    async def store_and_release(self, request_key: str, record: dict[str, Any], *,
+                                replace: bool = False) -> dict[str, Any]:
+        try:
+            return await self.put(request_key, record, replace=replace)
+        finally:
+            await self.release(request_key)
+
     async def renew(self, request_key: str, ttl: float) -> None:
         database = await self.database()
         await database.keep_lock(lock_id(request_key))

@@ -31,13 +31,15 @@ class HeldLeases:
         if self._renewing is None or self._renewing.done() or self._renewing.get_loop() is not loop:
             self._renewing = loop.create_task(self._renew())
 
-    async def let_go(self, key: str) -> None:
-        """Stop renewing and release the lease on `key`."""
+    async def let_go(self, key: str, *, released: bool = False) -> None:
+        """Stop renewing and release the lease on `key` (unless the store has `released` it
+        already, with the call's result)."""
         self._held.discard(key)
         if not self._held and self._renewing is not None:
             self._renewing.cancel()
             self._renewing = None
-        await self._calls.release(key)
+        if not released:
+            await self._calls.release(key)
 
     async def _renew(self) -> None:
         while True:

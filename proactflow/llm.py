@@ -73,13 +73,10 @@ class ChatClient:
 
     # The cache and the lease.
 
-    async def _from_cache(self, request: ChatRequest, accept: Callable[[str], T] | None
-                          ) -> ChatOutcome | None:
-        if self.refresh:
-            return None
-        record = await self.calls.get(request.key)
-        if record is None:
-            return None
+    def _hit(self, request: ChatRequest, record: dict[str, Any],
+             accept: Callable[[str], T] | None) -> ChatOutcome | None:
+        """A stored record as this call's outcome, or None when `accept` rejects it (a reply
+        cached before a stricter parser: it is asked again, and replaced)."""
         outcome = ChatOutcome.from_record(request.key, record)
         if accept is not None:
             try:
@@ -87,7 +84,7 @@ class ChatClient:
                     raise ValueError(outcome.error)
                 outcome.parsed = accept(outcome.content or "")
             except ValueError:
-                self._replace.add(request.key)  # cached before a stricter parser: ask again
+                self._replace.add(request.key)
                 return None
         self.stats.cache_hits += 1
         return outcome
@@ -99,41 +96,50 @@ class ChatClient:
         `accept` parses a reply and raises ValueError when it is unusable: the call is then made
         again (up to `judge_parse_attempts` times) and an unusable reply is never cached. Two
         clients needing the same request (two runs on one store) make it once: the first claims
-        it, looks in the cache again, calls; the other waits and uses the stored result.
+        it, looks in the cache again, calls; the other waits and uses the stored result. The
+        look, the claim and the second look are one operation of the store, as are storing
+        the result and giving the lease back: two round trips per call.
         """
         self.stats.calls += 1
-        if (hit := await self._from_cache(request, accept)) is not None:
-            return hit
-        while not await self.calls.claim(request.key, self.runtime.lease_ttl_s):
-            await asyncio.sleep(0.2)
-            if (hit := await self._from_cache(request, accept)) is not None:
-                return hit
+        while True:
+            look = not self.refresh and request.key not in self._replace
+            record, claimed = await self.calls.look_or_claim(
+                request.key, self.runtime.lease_ttl_s, look=look)
+            if record is not None:
+                if (hit := self._hit(request, record, accept)) is not None:
+                    return hit
+                continue  # unusable: claim it without looking
+            if claimed:
+                break
+            await asyncio.sleep(0.2)  # another client is making this call: wait for its result
         self._leases.hold(request.key)  # renewed for as long as it is held
+        released = False
         try:
-            if (hit := await self._from_cache(request, accept)) is not None:
-                return hit  # finished by the previous holder between our look and our claim
-            return await self._call_uncached(request, accept)
+            outcome, released = await self._call_uncached(request, accept)
+            return outcome
         finally:
-            await self._leases.let_go(request.key)
+            await self._leases.let_go(request.key, released=released)
 
     async def _store(self, request: ChatRequest, outcome: ChatOutcome,
-                     accept: Callable[[str], T] | None) -> ChatOutcome:
-        """Cache a finished call; when another run stored this request first, use its record
-        (first writer wins), so every stage pairs the same answer with the same verdict."""
+                     accept: Callable[[str], T] | None) -> tuple[ChatOutcome, bool]:
+        """Cache a finished call and give its lease back; when another run stored this request
+        first, use its record (first writer wins), so every stage pairs the same answer with the
+        same verdict."""
         replace = self.refresh or request.key in self._replace
         record = outcome.record()
-        stored = await self.calls.put(request.key, record, replace=replace)
+        stored = await self.calls.store_and_release(request.key, record, replace=replace)
         if stored == record:
-            return outcome
+            return outcome, True
         winner = ChatOutcome.from_record(request.key, stored)
         try:
             winner.parsed = accept(winner.content or "") if accept is not None else None
         except ValueError:
-            return outcome
-        return winner
+            return outcome, True
+        return winner, True
 
     async def _call_uncached(self, request: ChatRequest,
-                             accept: Callable[[str], T] | None) -> ChatOutcome:
+                             accept: Callable[[str], T] | None) -> tuple[ChatOutcome, bool]:
+        """The outcome, and whether the lease is given back already (with the stored result)."""
         tries = self.runtime.judge_parse_attempts if accept is not None else 1
         attempts, last_error = 0, "no reply"
         for _ in range(tries):
@@ -142,7 +148,7 @@ class ChatClient:
             outcome.attempts = attempts
             if outcome.status == "error":
                 self.stats.failures += 1
-                return outcome
+                return outcome, False
             if accept is None:  # the model under test: a non-answer is its answer, cached
                 self.stats.not_answers += not outcome.ok
                 self._count_kept(outcome)
@@ -150,7 +156,7 @@ class ChatClient:
             if outcome.status in ("truncated", "blocked"):
                 # Asking again would be cut or blocked the same way: a judge error, not cached.
                 self.stats.not_answers += 1
-                return outcome
+                return outcome, False
             try:
                 if not outcome.ok:
                     raise ValueError(outcome.error)
@@ -163,7 +169,7 @@ class ChatClient:
             self._count_kept(outcome)
             return await self._store(request, outcome, accept)
         self.stats.failures += 1
-        return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error)
+        return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error), False
 
     def _count_kept(self, outcome: ChatOutcome) -> None:
         self.stats.prompt_tokens += outcome.prompt_tokens or 0
