@@ -53,7 +53,7 @@ def _markdown(title: str, headline: tuple[list[str], list[list[str]]],
     return "\n".join(lines) + "\n"
 
 
-def _processes(config: SweepConfig, runs: list[RunSettings]) -> int:
+def process_count_of(config: SweepConfig, runs: list[RunSettings]) -> int:
     """How many processes run the pairs; 1 for a suite only this process knows (registered in
     it), which a child process could not find."""
     if not found_by_other_processes(config.suite):
@@ -70,7 +70,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     if config.deployment:  # on the pool's workers, wherever they are
         outcomes = await run_evaluations(config.deployment, runs, config.work_queues(),
                                          config.deployment_timeout)
-    elif (processes := _processes(config, runs)) > 1:  # every core of this machine
+    elif (processes := process_count_of(config, runs)) > 1:  # every core of this machine
         outcomes = await run_in_processes(runs, processes, logger)
     else:
         outcomes = await asyncio.gather(*(evaluate(settings=settings) for settings in runs),

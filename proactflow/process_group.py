@@ -1,9 +1,11 @@
-"""`python -m proactflow.process_group RUN_ID...`: run a sweep's group of `evaluate` flow runs,
+"""`python -m proactflow.process_group [RUN_ID...]`: run a sweep's group of `evaluate` flow runs,
 all at once on this process's event loop (process_groups.py starts it). The flow runs exist
 already, under the sweep; their parameters come from the Prefect API at PREFECT_API_URL.
 
-Standard input is the sweep's pipe: end of file means the sweep's process is gone, and this
-one stops as if interrupted."""
+Without run ids on the command line, the process imports what a run needs, then reads them from
+its standard input, one line: the sweep starts it before its checks, so that the seconds of
+imports overlap them. Standard input is the sweep's pipe: end of file means the sweep's process
+is gone (or needs this one no more), and this one stops as if interrupted."""
 
 from __future__ import annotations
 
@@ -16,8 +18,18 @@ import uuid
 from typing import Any, cast
 
 
+def _read_line() -> str:
+    """A line of standard input, read from its descriptor: a thread blocked in the buffered
+    reader would stop the interpreter's exit (it takes that reader's lock)."""
+    line = b""
+    while not line.endswith(b"\n") and (chunk := os.read(0, 1)):
+        line += chunk
+    return line.decode()
+
+
 def _stop_when_orphaned() -> None:
-    sys.stdin.buffer.read()  # returns at end of file only
+    while os.read(0, 4096):  # returns b"" at end of file only
+        continue
     os.kill(os.getpid(), signal.SIGINT)
 
 
@@ -45,6 +57,14 @@ async def _run(ids: list[uuid.UUID]) -> int:
 def main(argv: list[str]) -> int:
     from .cli.running import quiet_console_tracebacks
 
+    if not argv:
+        import prefect.flow_engine  # noqa: F401  (the imports a run needs, before its ids)
+
+        from .flows import evaluate  # noqa: F401
+
+        argv = _read_line().split()
+        if not argv:
+            return 0  # the sweep ended, or needed this process no more
     threading.Thread(target=_stop_when_orphaned, daemon=True).start()
     quiet_console_tracebacks()
     try:

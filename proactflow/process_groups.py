@@ -113,18 +113,65 @@ async def _create_runs(client: Any, runs: list[RunSettings]) -> list[uuid.UUID]:
     return ids
 
 
+_prestarted: list[subprocess.Popen[bytes]] = []
+"""Children started before the sweep's flow (`prestart`), waiting for their run ids."""
+
+
+def prestart(count: int, api_url: str, database: str | None) -> None:
+    """Start `count` child processes now: their imports (about 5 s of CPU) overlap the sweep's
+    checks, and they wait for their run ids on standard input. Those left unused stop when the
+    sweep's process ends (their input closes)."""
+    env = _child_environment(api_url, database)
+    _prestarted.extend(_spawn([], env) for _ in range(count))
+
+
+def _spawn(ids: list[uuid.UUID], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "proactflow.process_group", *map(str, ids)],
+                            stdin=subprocess.PIPE, env=env)
+
+
+def _children(planned: list[list[uuid.UUID]], env: dict[str, str]
+              ) -> list[subprocess.Popen[bytes]]:
+    """A running child per group of run ids: prestarted ones first, told their ids on their
+    input; new ones for the rest. Prestarted children left over are told to stop."""
+    children = []
+    for ids in planned:
+        while _prestarted:
+            child = _prestarted.pop(0)
+            if child.poll() is None and child.stdin is not None:
+                child.stdin.write(" ".join(map(str, ids)).encode() + b"\n")
+                child.stdin.flush()
+                children.append(child)
+                break
+        else:
+            children.append(_spawn(ids, env))
+    while _prestarted:
+        _close(_prestarted.pop())
+    return children
+
+
+def _close(child: subprocess.Popen[bytes]) -> None:
+    if child.stdin is not None and not child.stdin.closed:
+        try:
+            child.stdin.close()  # a child still running stops; one waiting for ids ends
+        except BrokenPipeError:
+            pass
+
+
+async def _exit_status(child: subprocess.Popen[bytes]) -> int:
+    # Polled: a thread per child blocked in wait() would hold one of the loop's executor
+    # threads, which litellm uses for every call, for the whole sweep.
+    while (code := child.poll()) is None:
+        await asyncio.sleep(0.5)
+    return code
+
+
 def _child_environment(api_url: str, database: str | None) -> dict[str, str]:
     env = dict(os.environ)
     env["PREFECT_API_URL"] = api_url  # the sweep's server, temporary or not
     if database:  # the parameters hold it redacted; the child connects with the full URL
         env[DATABASE_ENV] = database
     return env
-
-
-async def _start(ids: list[uuid.UUID], env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proactflow.process_group", *map(str, ids),
-        stdin=subprocess.PIPE, env=env)
 
 
 async def run_in_processes(runs: list[RunSettings], processes: int, logger: Any
@@ -143,7 +190,7 @@ async def run_in_processes(runs: list[RunSettings], processes: int, logger: Any
         env = _child_environment(str(client.api_url), runs[0].database)
         run_ids = iter(ids)
         planned = [[(i, next(run_ids)) for i in group] for group in others]
-        children = [await _start([run_id for _, run_id in group], env) for group in planned]
+        children = _children([[run_id for _, run_id in group] for group in planned], env)
         logger.info("%d evaluations in %d processes: %d here, the others in pids %s",
                     len(runs), processes, len(own),
                     ", ".join(str(child.pid) for child in children))
@@ -151,11 +198,10 @@ async def run_in_processes(runs: list[RunSettings], processes: int, logger: Any
             here, *codes = await asyncio.gather(
                 asyncio.gather(*(evaluate(settings=runs[i]) for i in own),
                                return_exceptions=True),
-                *(child.wait() for child in children))
+                *(_exit_status(child) for child in children))
         finally:
             for child in children:  # closing the pipe stops a child still running
-                if child.stdin is not None:
-                    child.stdin.close()
+                _close(child)
         results: dict[int, dict[str, Any] | BaseException] = dict(zip(own, here))
         for group, code in zip(planned, codes):
             for index, run_id in group:

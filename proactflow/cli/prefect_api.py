@@ -99,6 +99,14 @@ def start_temporary_server() -> None:
         _server.start()
 
 
+def api_url() -> str | None:
+    """The API this command's flows will report to: its temporary server's, else
+    PREFECT_API_URL."""
+    from prefect.settings import PREFECT_API_URL
+
+    return _server.api_url if _server is not None else PREFECT_API_URL.value()
+
+
 @contextmanager
 def prefect_api() -> Iterator[None]:
     """Run the body's flows against PREFECT_API_URL, or against this command's temporary

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..postgres import DATABASE_ENV, check_database_url
-from .prefect_api import prefect_api, start_temporary_server
+from .prefect_api import api_url, prefect_api, start_temporary_server
 from .running import quiet_console_tracebacks, quiet_temporary_server
 
 
@@ -29,6 +29,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     runs = config.runs()
     if not config.deployment:
         start_temporary_server()  # it boots while the sweep's checks run
+        _prestart_process_groups(config, runs)
     if config.deployment:
         from prefect.settings import PREFECT_API_URL
 
@@ -78,6 +79,18 @@ def sweep_command(args: argparse.Namespace) -> int:
     for failure in failures:
         print(f"FAILED  {failure['model']} judged by {failure['judge']}: {failure['error']}")
     return 1 if failures else 0
+
+
+def _prestart_process_groups(config: Any, runs: list[Any]) -> None:
+    """The sweep's other processes, started now so that their imports overlap the checks
+    below (process_groups.prestart)."""
+    from ..flows.sweep import process_count_of
+    from ..process_groups import prestart
+
+    url = api_url()
+    processes = process_count_of(config, runs)
+    if url and processes > 1:
+        prestart(processes - 1, url, runs[0].database)
 
 
 def serve_command(args: argparse.Namespace) -> int:
