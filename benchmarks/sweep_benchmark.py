@@ -79,14 +79,29 @@ class TreePeak(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.peak, self.done = root, 0.0, threading.Event()
         self.processes: dict[int, tuple[str, float, float]] = {}
+        self.started = time.monotonic()
+        self.windows: dict[str, dict[int, float]] = {}
+        """role -> 5-second window -> CPU seconds used in it (from the CPU-time deltas)."""
 
     def run(self) -> None:
         while not self.done.wait(0.2):
             sample = tree_sample(self.root)
+            window = int((time.monotonic() - self.started) // 5)
+            for pid, (role, _, cpu) in sample.items():
+                used = cpu - self.processes.get(pid, (role, 0.0, 0.0))[2]
+                cpus = self.windows.setdefault(role, {})
+                cpus[window] = cpus.get(window, 0.0) + used
             self.peak = max(self.peak, sum(rss for _, rss, _ in sample.values()))
             for pid, (role, rss, cpu) in sample.items():
                 seen = self.processes.get(pid, (role, 0.0, 0.0))
                 self.processes[pid] = (role, max(rss, seen[1]), cpu)
+
+    def cpu_timeline(self) -> str:
+        """Per role, the share of one core it used in each 5-second window, in percent."""
+        last = max((w for cpus in self.windows.values() for w in cpus), default=0)
+        return "\n".join(f"  {role:>14}: " + " ".join(f"{100 * cpus.get(w, 0) / 5:3.0f}"
+                                                     for w in range(last + 1))
+                         for role, cpus in sorted(self.windows.items()))
 
     def by_role(self) -> str:
         roles: dict[str, list[tuple[float, float]]] = {}
@@ -147,6 +162,7 @@ def main() -> None:
         judging = generations / args.judge_concurrency * args.latency
         ideal = max(per_model, judging) + args.latency  # the last judgment follows the last reply
         before = os.times()
+        started_at = time.time()
         started = time.monotonic()
         process = subprocess.Popen([str(Path(sys.executable).parent / "proactflow"), "sweep",
                                     "--config", str(config),
@@ -159,12 +175,14 @@ def main() -> None:
         sampler.done.set()
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.monotonic() - started
+        ended_at = time.time()
         after = os.times()
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"sweep failed:\n{output[-3000:]}")
         cpu = (after.children_user - before.children_user
                + after.children_system - before.children_system)
         stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats").read())
+        endpoint_cpu = tree_sample(server.pid).get(server.pid, ("", 0.0, 0.0))[2]
     finally:
         server.terminate()
     budget = 1.3 * ideal + empty_wall + 3
@@ -173,6 +191,15 @@ def main() -> None:
           f"{args.judge_concurrency} for the judge")
     print(f"wall {wall:.1f} s; ideal {ideal:.1f} s; target <= 1.3 x ideal + B + 3 s = "
           f"{budget:.1f} s: {'met' if wall <= budget else 'MISSED'}")
+    spans = stats["timeline"]
+    first_call = min(first for first, _ in spans.values())
+    last_reply = max(last for _, last in spans.values())
+    print(f"where the wall time went: {first_call - started_at:.1f} s before the first call; "
+          f"models' calls {spans['models'][1] - spans['models'][0]:.1f} s; judge's calls "
+          f"{spans['judge'][0] - started_at:.1f}-{spans['judge'][1] - started_at:.1f} s; "
+          f"{ended_at - last_reply:.1f} s after the last reply")
+    print(f"CPU of the fake endpoint (not counted; it shares the machine's cores): "
+          f"{endpoint_cpu:.1f} s")
     print(f"CPU of the sweep's process tree: {cpu:.1f} s, {1000 * cpu / calls:.2f} ms per call "
           f"(target <= 5 ms: {'met' if cpu / calls <= 0.005 else 'MISSED'})")
     peaks = stats["peak"]
@@ -187,6 +214,11 @@ def main() -> None:
           f"(target < 1,500 MB: {'met' if sampler.peak < 1500 else 'MISSED'}); largest single "
           f"process: {usage.ru_maxrss / 1024:.0f} MB")
     print(f"by process (CPU until its last sample): {sampler.by_role()}")
+    print(f"CPU use per 5 s from the start, % of one core:\n{sampler.cpu_timeline()}")
+    print("calls in flight at the endpoint, mean per 5 s from the first call:")
+    for role, windows in sorted(stats["in_flight"].items()):
+        print(f"  {role:>14}: " + " ".join(f"{windows.get(str(w), 0):3d}"
+                                           for w in range(len(windows))))
 
 
 if __name__ == "__main__":
