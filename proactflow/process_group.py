@@ -56,6 +56,7 @@ async def _run(ids: list[uuid.UUID]) -> int:
 
 def main(argv: list[str]) -> int:
     from .cli.running import quiet_console_tracebacks
+    from .gcpolicy import freeze_start_up_heap
 
     if not argv:
         import prefect.flow_engine  # noqa: F401  (the imports a run needs, before its ids)
@@ -67,6 +68,7 @@ def main(argv: list[str]) -> int:
             return 0  # the sweep ended, or needed this process no more
     threading.Thread(target=_stop_when_orphaned, daemon=True).start()
     quiet_console_tracebacks()
+    freeze_start_up_heap()
     try:
         return asyncio.run(_run([uuid.UUID(arg) for arg in argv]))
     except KeyboardInterrupt:

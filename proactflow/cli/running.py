@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import sys
 from typing import Any, Callable
 
 from ..errors import UserError
+from ..gcpolicy import freeze_start_up_heap
 from ..redaction import redact_url
 from ..settings import RunSettings
 from .options import EXIT_LOW_COVERAGE, settings_from_args
@@ -149,10 +149,7 @@ def run_command(args: argparse.Namespace) -> int:
     go = preflight(args, settings, start_server)
     if not go:
         return 0
-    gc.collect()
-    # Everything alive now (imported modules, mostly) lives for the whole run: keep the
-    # collector from walking it again on each of the run's many collections.
-    gc.freeze()
+    freeze_start_up_heap()
     result = run_flow("rejudge" if args.command == "rejudge" else "run", settings)
     print_scores(settings, result["scores"], result["complete"])
     print_usage(result["usage"])

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from ..errors import UserError
+from ..gcpolicy import freeze_start_up_heap
 from ..postgres import DATABASE_ENV, check_database_url
 from .prefect_api import api_url, prefect_api, start_temporary_server
 from .running import quiet_console_tracebacks, quiet_temporary_server
@@ -65,6 +66,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
         quiet_console_tracebacks()
         quiet_temporary_server()
+        freeze_start_up_heap()
         with prefect_api():
             result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
     failures = skipped + result["failures"]
