@@ -5,8 +5,9 @@ Prefect's own temporary server (its ephemeral mode) is started from inside the p
 runs the flows, which imports Prefect's whole server (database models, routes, migrations):
 about 66 MB and 3 s of CPU in a process that only needs the client, and every `run` paid them
 (benchmarks/run_benchmark.py: the peak RSS of a cold run went over 500 MB). Here the same
-server (Prefect's app factory under uvicorn, the UI off, Prefect's own settings) runs as a
-child process, started as soon as the command knows it will run a flow, and this process's
+server (Prefect's app factory under uvicorn, the UI off, Prefect's own settings; a request that
+met a locked SQLite database is run again inside it, prefect_server_app.py) runs as a child
+process, started as soon as the command knows it will run a flow, and this process's
 settings point at it while its flows run. A sweep's process groups are told its address like
 any server's. It is stopped when the command ends.
 """
@@ -48,7 +49,7 @@ class TemporaryServer:
                        **get_current_settings().to_environment_variables(exclude_unset=True)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
-             "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+             "--factory", "proactflow.prefect_server_app:create_app", "--host", "127.0.0.1",
              "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
             env=environment, stdin=subprocess.DEVNULL)
         atexit.register(self.stop)
