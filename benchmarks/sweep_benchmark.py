@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -177,6 +178,7 @@ def main() -> None:
         wall = time.monotonic() - started
         ended_at = time.time()
         after = os.times()
+        (work / "sweep-output.txt").write_text(output, encoding="utf-8")
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"sweep failed:\n{output[-3000:]}")
         cpu = (after.children_user - before.children_user
@@ -213,6 +215,12 @@ def main() -> None:
     print(f"peak RSS of the whole process tree (sampled every 0.2 s): {sampler.peak:.0f} MB "
           f"(target < 1,500 MB: {'met' if sampler.peak < 1500 else 'MISSED'}); largest single "
           f"process: {usage.ru_maxrss / 1024:.0f} MB")
+    print(f"the sweep's output: {work / 'sweep-output.txt'}")
+    records = [json.loads(path.read_text()) for path in (work / "store" / "runs").glob("*.json")]
+    starts = sorted(datetime.fromisoformat(r["started"]).timestamp() for r in records)
+    ends = sorted(datetime.fromisoformat(r["finished"]).timestamp() for r in records)
+    print(f"the {len(records)} pairs started within {starts[-1] - starts[0]:.1f} s of each other "
+          f"and finished within {ends[-1] - ends[0]:.1f} s")
     print(f"by process (CPU until its last sample): {sampler.by_role()}")
     print(f"CPU use per 5 s from the start, % of one core:\n{sampler.cpu_timeline()}")
     print("calls in flight at the endpoint, mean per 5 s from the first call:")

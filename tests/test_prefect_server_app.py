@@ -15,7 +15,8 @@ class Flaky:
     request body it read."""
 
     def __init__(self, failures: int, how: str = "503"):
-        self.failures, self.how, self.bodies = failures, how, []
+        self.failures, self.how = failures, how
+        self.bodies: list[bytes] = []
 
     async def __call__(self, scope, receive, send):
         assert scope["path"] == "/api/task_runs/"  # as received, on every run
