@@ -101,17 +101,19 @@ class ChatClient:
         the result and giving the lease back: two round trips per call.
         """
         self.stats.calls += 1
+        look = not self.refresh
         while True:
-            look = not self.refresh and request.key not in self._replace
             record, claimed = await self.calls.look_or_claim(
                 request.key, self.runtime.lease_ttl_s, look=look)
             if record is not None:
                 if (hit := self._hit(request, record, accept)) is not None:
                     return hit
-                continue  # unusable: claim it without looking
+                look = False  # unusable: claim it, to ask again
+                continue
             if claimed:
                 break
             await asyncio.sleep(0.2)  # another client is making this call: wait for its result
+            look = not self.refresh
         self._leases.hold(request.key)  # renewed for as long as it is held
         released = False
         try:
