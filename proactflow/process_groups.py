@@ -134,27 +134,32 @@ def _children(planned: list[list[uuid.UUID]], env: dict[str, str]
               ) -> list[subprocess.Popen[bytes]]:
     """A running child per group of run ids: prestarted ones first, told their ids on their
     input; new ones for the rest. Prestarted children left over are told to stop."""
-    children = []
-    for ids in planned:
-        while _prestarted:
-            child = _prestarted.pop(0)
-            if child.poll() is None and child.stdin is not None:
-                child.stdin.write(" ".join(map(str, ids)).encode() + b"\n")
-                child.stdin.flush()
-                children.append(child)
-                break
-        else:
-            children.append(_spawn(ids, env))
+    children = [_prestarted_child(ids) or _spawn(ids, env) for ids in planned]
     while _prestarted:
         _close(_prestarted.pop())
     return children
+
+
+def _prestarted_child(ids: list[uuid.UUID]) -> subprocess.Popen[bytes] | None:
+    """A prestarted child still waiting, now told `ids`; None when none is left."""
+    while _prestarted:
+        child = _prestarted.pop(0)
+        try:
+            if child.poll() is None and child.stdin is not None:
+                child.stdin.write(" ".join(map(str, ids)).encode() + b"\n")
+                child.stdin.flush()
+                return child
+        except OSError:  # it ended between the look and the write
+            pass
+        _close(child)
+    return None
 
 
 def _close(child: subprocess.Popen[bytes]) -> None:
     if child.stdin is not None and not child.stdin.closed:
         try:
             child.stdin.close()  # a child still running stops; one waiting for ids ends
-        except BrokenPipeError:
+        except OSError:  # it had ended: nothing to tell it
             pass
 
 
