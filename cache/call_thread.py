@@ -46,6 +46,8 @@ class CallThread:
         self._transaction = transaction
         self._on_exit = on_exit  # runs on this thread: diskcache connections are per thread
         self._name = name
+        # Each thread has its own queue: a thread started after a stop never takes the
+        # stopping one's end marker.
         self._queue: queue.SimpleQueue[Operation | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -58,8 +60,9 @@ class CallThread:
         future = loop.create_future()
         with self._lock:
             if self._thread is None:  # started at the first operation, again after a stop
-                self._thread = threading.Thread(target=self._serve, name=self._name,
-                                                daemon=True)
+                self._queue = queue.SimpleQueue()
+                self._thread = threading.Thread(target=self._serve, args=(self._queue,),
+                                                name=self._name, daemon=True)
                 self._thread.start()
             self._queue.put((operation, writes, loop, future))
         return await future
@@ -73,13 +76,13 @@ class CallThread:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
-    def _serve(self) -> None:
+    def _serve(self, pending: queue.SimpleQueue[Operation | None]) -> None:
         try:
             while True:
-                batch = [self._queue.get()]
+                batch = [pending.get()]
                 while len(batch) < _BATCH:
                     try:
-                        batch.append(self._queue.get_nowait())
+                        batch.append(pending.get_nowait())
                     except queue.Empty:
                         break
                 work = [item for item in batch if item is not None]

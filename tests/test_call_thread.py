@@ -131,3 +131,13 @@ def test_a_prestarted_process_group_ends_quietly_when_no_runs_come():
     # An empty input: the sweep ended before its flow, or needed this process no more.
     _, errors = child.communicate(b"", timeout=120)
     assert child.returncode == 0 and errors.decode().strip() == ""
+
+
+def test_a_closed_cache_serves_again_on_a_thread_of_its_own(tmp_path):
+    cache = CallCache(tmp_path / "calls")
+    store = LocalCallStore(cache)
+    asyncio.run(store.put("a", {"content": "1"}))
+    cache.close()  # its thread ends after what was queued
+    asyncio.run(store.put("b", {"content": "2"}))  # a new thread, a new queue
+    assert (cache.get("a"), cache.get("b")) == ({"content": "1"}, {"content": "2"})
+    cache.close()
