@@ -107,7 +107,7 @@ def test_an_uncached_call_costs_two_operations_of_the_store(tmp_path):
             operations += 1
             return await run(operation, writes=writes)
 
-        cache.thread.run = counted  # type: ignore[method-assign]
+        cache.thread.run = counted
         outcome = asyncio.run(client.call(ChatRequest.build(role, [("user", "hi")])))
     assert outcome.content == "fine" and not outcome.from_cache
     assert operations == 2  # look-or-claim, then store-and-release
