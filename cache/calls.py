@@ -27,11 +27,6 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import diskcache
 
 from .call_thread import CallThread
-import asyncio, concurrent.futures
-_POOL = concurrent.futures.ThreadPoolExecutor(1)
-async def _off(fn, *a, **k):
-    from functools import partial
-    return await asyncio.get_running_loop().run_in_executor(_POOL, partial(fn, *a, **k))
 
 _HOST = socket.gethostname()
 
