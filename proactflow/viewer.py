@@ -34,6 +34,39 @@ def _script_json(value: Any) -> str:
         .replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+def short_names(names: list[str]) -> dict[str, str]:
+    """Each name's shortest tail of `/`-separated parts that no other name ends with
+    (`openai/echo-alpha` -> `echo-alpha`), so a list row stays one line; the page shows the
+    full name on hover."""
+    distinct = sorted(set(names))
+    short = {}
+    for name in distinct:
+        parts = name.split("/")
+        for count in range(1, len(parts) + 1):
+            tail = "/".join(parts[-count:])
+            if not any(other != name and (other == tail or other.endswith("/" + tail))
+                       for other in distinct):
+                break
+        short[name] = tail
+    return short
+
+
+def _short_labels(evaluations: list[Evaluation]) -> list[str]:
+    """The list's evaluation column: the short model name, the short judge name only when
+    there is more than one judge, and what tells apart evaluations of the same pair."""
+    models = short_names([e.model for e in evaluations])
+    judges = short_names([e.judge for e in evaluations])
+    labels = []
+    for evaluation in evaluations:
+        label = models[evaluation.model]
+        if len(judges) > 1:
+            label += f" \u00b7 {judges[evaluation.judge]}"
+        full = evaluation.label or evaluation.base_label
+        labels.append(label + full[len(evaluation.base_label):]
+                      if full.startswith(evaluation.base_label) else label)
+    return labels
+
+
 def build_view(evaluations: list[Evaluation]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The page's index and one detail record per trigger (pure: tables in, JSON out)."""
     trigger_index: dict[tuple[str, int], int] = {}
@@ -73,10 +106,12 @@ def build_view(evaluations: list[Evaluation]) -> tuple[dict[str, Any], list[dict
                 "message": judged["message"], "response": response.get("response"),
                 "response_status": response.get("status")})
     index = {
-        "evaluations": [{"label": e.label or e.base_label, "model": e.model, "judge": e.judge,
-                         "source": e.source,
+        "evaluations": [{"label": e.label or e.base_label, "short": short,
+                         "model": e.model, "judge": e.judge, "source": e.source,
                          "trigger_set": e.trigger_set.describe() if e.trigger_set else ""}
-                        for e in evaluations],
+                        for e, short in zip(evaluations, _short_labels(evaluations))],
+        "short_models": short_names([e.model for e in evaluations]),
+        "short_judges": short_names([e.judge for e in evaluations]),
         "triggers": [[d["dialogue"], d["turn"], d["phase"], d["category"]] for d in details],
         "rows": rows,
     }

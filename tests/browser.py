@@ -22,7 +22,7 @@ from websockets.sync.client import connect
 # network refuses many times a second.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--allow-file-access-from-files", "--window-size=1400,1000"]
+         "--allow-file-access-from-files", "--window-size=1400,900"]
 
 
 def chromium_path() -> str | None:
