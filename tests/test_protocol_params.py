@@ -113,15 +113,27 @@ def _shown_commands() -> list[tuple[str, list[str]]]:
                 for word in [*lexer, ";"]:
                     if word and set(word) <= set("();<>|&"):
                         if words and Path(words[0]).name == "proactflow":
-                            commands.append((f"{where}: {line.strip()}", words[1:]))
+                            commands.append((f"{where}: {' '.join(line.split())}", words[1:]))
                         words = []
                     else:
                         words.append(word)
     return commands
 
 
-def test_every_command_shown_in_the_docs_parses():
+def _with_the_files_they_name(commands: list[tuple[str, list[str]]], folder: Path,
+                              monkeypatch) -> None:
+    """The prompt files the examples name, as a user would have them in the working folder
+    (the parser reads a --prompt file)."""
+    monkeypatch.chdir(folder)
+    for _, words in commands:
+        for word in words:
+            if word.endswith(".txt"):
+                (folder / word.rpartition("=")[2]).write_text("a prompt", encoding="utf-8")
+
+
+def test_every_command_shown_in_the_docs_parses(tmp_path, monkeypatch):
     commands = _shown_commands()
+    _with_the_files_they_name(commands, tmp_path, monkeypatch)
     shown = {words[0] for _, words in commands}
     # The set-up line, the docs' examples and every command group the docs explain.
     assert {"run", "rejudge", "status", "calibrate", "sweep", "serve", "import", "report",
@@ -138,11 +150,7 @@ def test_every_run_shown_in_the_docs_builds_its_parameters(tmp_path, monkeypatch
     examples = [(where, words) for where, words in _shown_commands()
                 if words[0] in ("run", "rejudge", "calibrate")]
     assert len(examples) >= 8
-    monkeypatch.chdir(tmp_path)  # the prompt files the examples name, as a user would have
-    for _, words in examples:
-        for word in words:
-            if word.endswith(".txt"):
-                (tmp_path / word.rpartition("=")[2]).write_text("a prompt", encoding="utf-8")
+    _with_the_files_they_name(examples, tmp_path, monkeypatch)
     for where, words in examples:
         args = build_parser().parse_args(words)
         if args.command == "rejudge" and not args.eval_model:
