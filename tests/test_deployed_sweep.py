@@ -219,7 +219,7 @@ def test_a_pair_sent_twice_by_one_sweep_run_is_one_flow_run(cluster, fake, tmp_p
 
 
 def test_a_deleted_run_fails_its_pair_and_the_sweep_ends(cluster, fake, tmp_path):
-    """What README says to do with a run whose worker's machine vanished."""
+    """What docs/across-machines.md says to do with a run whose worker's machine vanished."""
     config = sweep_file(tmp_path / "sweep.toml", fake, cluster, str(tmp_path / "store"),
                         ("gen",), queue_of=lambda model: "vanished")
     (tmp_path / "cwd").mkdir()

@@ -1,5 +1,5 @@
 """What each model family really receives: the protocol's settings adapted to litellm's model map,
-every deviation recorded, and the README's own examples valid."""
+every deviation recorded, and every command the README and the docs show valid."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ from proactflow.settings import ModelRole, role_generation
 from proactflow.sweeps import SweepModel
 from replay import synthetic_judge, synthetic_model
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SHOWN_IN = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+"""Every page that shows commands to a user."""
 
 
 def sent(fake, model: str) -> dict:
@@ -94,36 +97,84 @@ def test_a_sweep_entry_can_unset_a_setting():
     assert [d.setting for d in role.deviations] == ["top_p"]
 
 
-def _readme_run_examples() -> list[list[str]]:
-    text = README.read_text(encoding="utf-8")
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+def _shown_commands() -> list[tuple[str, list[str]]]:
+    """Every `proactflow <command>` in a ```bash block of the README, CONTRIBUTING.md and the
+    documentation, as (where it is shown, its words after `proactflow`): continued lines joined,
+    comments dropped, and `a && b`, `a; b`, `a &` read as the commands they chain."""
     commands = []
-    for block in blocks:
-        joined = re.sub(r"\\\n\s*", " ", block)
-        for line in joined.splitlines():
-            line = line.split(" #", 1)[0].strip()
-            for command in ("proactflow run ", "proactflow rejudge "):
-                if command in line:  # also the set-up line: "... && .venv/bin/proactflow run"
-                    words = shlex.split(line[line.index(command):])
-                    commands.append(words[1:])
+    for page in SHOWN_IN:
+        where = page.relative_to(ROOT)
+        blocks = re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+        for block in blocks:
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+                lexer.whitespace_split = True
+                words: list[str] = []
+                for word in [*lexer, ";"]:
+                    if word and set(word) <= set("();<>|&"):
+                        if words and Path(words[0]).name == "proactflow":
+                            commands.append((f"{where}: {' '.join(line.split())}", words[1:]))
+                        words = []
+                    else:
+                        words.append(word)
     return commands
 
 
-def test_every_readme_example_builds_its_parameters(tmp_path, monkeypatch):
-    examples = _readme_run_examples()
-    assert len(examples) >= 4
-    monkeypatch.chdir(tmp_path)  # the prompt files the examples name, as a user would have
-    for words in examples:
+def _with_the_files_they_name(commands: list[tuple[str, list[str]]], folder: Path,
+                              monkeypatch) -> None:
+    """The prompt files the examples name, as a user would have them in the working folder
+    (the parser reads a --prompt file)."""
+    monkeypatch.chdir(folder)
+    for _, words in commands:
         for word in words:
             if word.endswith(".txt"):
-                (tmp_path / word.rpartition("=")[2]).write_text("a prompt", encoding="utf-8")
-    for words in examples:
+                (folder / word.rpartition("=")[2]).write_text("a prompt", encoding="utf-8")
+
+
+def test_every_command_shown_in_the_docs_parses(tmp_path, monkeypatch):
+    commands = _shown_commands()
+    _with_the_files_they_name(commands, tmp_path, monkeypatch)
+    shown = {words[0] for _, words in commands}
+    # The set-up line, the docs' examples and every command group the docs explain.
+    assert {"run", "rejudge", "status", "calibrate", "sweep", "serve", "import", "report",
+            "view", "runs", "gc"} <= shown
+    parser = build_parser()
+    for where, words in commands:
+        try:
+            parser.parse_args(words)
+        except SystemExit as refused:  # the parser's one-line usage error went to stderr
+            pytest.fail(f"{where}: refused by the CLI's parser (exit {refused.code})")
+
+
+def test_every_run_shown_in_the_docs_builds_its_parameters(tmp_path, monkeypatch):
+    examples = [(where, words) for where, words in _shown_commands()
+                if words[0] in ("run", "rejudge", "calibrate")]
+    assert len(examples) >= 8
+    _with_the_files_they_name(examples, tmp_path, monkeypatch)
+    for where, words in examples:
         args = build_parser().parse_args(words)
         if args.command == "rejudge" and not args.eval_model:
-            continue
-        settings = settings_from_args(args)  # raises UserError on any refused setting
-        for role in (settings.model_under_test, settings.judge):
-            wire_params(role.model, dict(ChatRequest.build(role, []).params))
-    opus = next(w for w in examples if "anthropic/claude-opus-4-7" in w and w[0] == "run")
+            continue  # --all-models: the settings come from the store
+        try:
+            settings = settings_from_args(args)  # raises UserError on any refused setting
+            for role in (settings.model_under_test, settings.judge):
+                wire_params(role.model, dict(ChatRequest.build(role, []).params))
+        except UserError as refused:
+            pytest.fail(f"{where}: {refused}")
+    opus = next(words for _, words in examples
+                if "anthropic/claude-opus-4-7" in words and words[0] == "run")
     settings = settings_from_args(build_parser().parse_args(opus))
     assert settings.model_under_test.generation.temperature is None  # it used to fail every call
+
+
+def test_a_wrong_flag_in_a_shown_command_would_fail(monkeypatch, tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```bash\nproactflow view --no-open && proactflow gc --keep-latst 7\n```\n",
+                    encoding="utf-8")
+    monkeypatch.setattr("test_protocol_params.SHOWN_IN", [page])
+    monkeypatch.setattr("test_protocol_params.ROOT", tmp_path)
+    [(_, view), (where, gc)] = _shown_commands()
+    assert view == ["view", "--no-open"] and where == "page.md: " + \
+        "proactflow view --no-open && proactflow gc --keep-latst 7"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(gc)
