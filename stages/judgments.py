@@ -42,4 +42,5 @@ async def judge_responses(suite: Suite, samples: pl.DataFrame,
         return suite.judgment_row(sample, response, outcome, role, prompts)
 
     judged = await run_pool(stream.get, judge, concurrency, on_row)
-    return to_frame(judged, suite.tables.judgments).sort(*key, "sample_index")
+    steps = (suite.step_column,) if suite.step_column else ()
+    return to_frame(judged, suite.tables.judgments).sort(*key, "sample_index", *steps)
