@@ -1,7 +1,8 @@
 """Checks made before any paid call, and the plan printed before a run.
 
 The plan counts the calls a run will make against the per-call cache: generation calls are known
-exactly; judge calls are known for cached responses and counted as 'to make' for the rest.
+exactly; judge calls are known for cached responses and counted as 'to make' for the rest (a
+suite judging whole episodes: for episodes whose every reply is cached).
 """
 
 from __future__ import annotations
@@ -204,11 +205,22 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
         if request is not None:
             judged.append((request, cached_reply))
 
+    def plan_episode(sample: dict, steps: list[dict]) -> None:
+        for request in suite.episode_judge_requests(sample, steps, judge, judge_prompts,
+                                                    settings):
+            judged.append((request, True))
+
     if responses is not None:
         position = {tuple(r[c] for c in suite.sample_key): i for i, r in enumerate(rows)}
+        episodes: dict[tuple, list[dict]] = {}
         for response in responses.iter_rows(named=True):
-            plan_judge(rows[position[tuple(response[c] for c in suite.sample_key)]], response,
-                       True)
+            values = tuple(response[c] for c in suite.sample_key)
+            if suite.judges_episodes:
+                episodes.setdefault((*values, response["sample_index"]), []).append(response)
+            else:
+                plan_judge(rows[position[values]], response, True)
+        for steps in episodes.values():
+            plan_episode(rows[position[tuple(steps[0][c] for c in suite.sample_key)]], steps)
     else:
         # Every (episode, sample) walks in step with the others, one cache batch per step.
         walks = [_Walk(episode, sample_index) for episode in suite.episodes(frame)
@@ -253,9 +265,12 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                 row = suite.step_row(sample, walk.earlier, outcome, role,
                                      walk.sample_index).model_dump(by_alias=True)
                 walk.earlier.append((sample, row))
-                plan_judge(sample, row, outcome is None or outcome.from_cache)
+                if not suite.judges_episodes:
+                    plan_judge(sample, row, outcome is None or outcome.from_cache)
                 walk.steps += 1
                 if walk.steps >= limit or not suite.another_step(sample, walk.earlier):
+                    if suite.judges_episodes and walk.known:  # unknown replies: unknown calls
+                        plan_episode(sample, [row for _, row in walk.earlier[-walk.steps:]])
                     walk.next_sample()
     cached_keys: set[str] = set()
     for batch in _batches([request.key for request, cached in judged if cached]):

@@ -72,7 +72,9 @@ class StageNames:
 
 @dataclass(frozen=True)
 class Tables:
-    """The row model (pydantic, a description per field) of each table."""
+    """The row model (pydantic, a description per field) of each table. Responses and
+    judgments rows carry `status`, `sample_index`, `prompt_tokens` and `completion_tokens`
+    (the run's record sums them)."""
 
     samples: type[BaseModel]
     responses: type[BaseModel]
@@ -225,6 +227,32 @@ class Suite(ABC):
         """The judge call for one response; None when the response is scored without one (a
         failed or unusable reply carried through, or a deterministic check)."""
         return None
+
+    judges_episodes: ClassVar[bool] = False
+    """True when a judge call is about a sample's whole episode rather than one response (the
+    video ProactiveBench judges each gold turn with every reply inside its window): the
+    judgments stage then waits for each episode to end and asks `episode_judge_requests` and
+    `episode_judgment_rows` instead of `judgment_request` and `judgment_row`."""
+
+    def episode_judge_requests(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                               role: ModelRole | None, prompts: Prompts,
+                               settings: RunSettings) -> list[ChatRequest]:
+        """Episode-judged suites: the judge calls one ended episode needs (`steps`: its
+        responses rows in order), in an order `episode_judgment_rows` relies on."""
+        return []
+
+    def episode_judgment_rows(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                              outcomes: list[ChatOutcome], role: ModelRole | None,
+                              prompts: Prompts) -> list[BaseModel]:
+        """Episode-judged suites: the judgments rows of one ended episode, given the outcome of
+        each planned judge call in order. A failed call is a row with its status; what had
+        nothing to judge still gets its row."""
+        raise NotImplementedError(f"{self.name} judges episodes but builds no rows for them")
+
+    def episode_ended(self, sample: dict[str, Any], steps: list[dict[str, Any]]) -> bool:
+        """Whether these responses rows (in order) are a sample's whole episode."""
+        return len(steps) >= self.step_limit(sample) or not self.another_step(
+            sample, [(sample, step) for step in steps])
 
     def accept_judge_reply(self, text: str) -> Any:
         """The verdict in a judge reply; ValueError when it is not one (the judge is then asked

@@ -21,7 +21,7 @@ from PIL import Image
 
 from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
-from tiny_interactive_suite import QUESTION, GuessTheNumber, bounds_image
+from tiny_interactive_suite import QUESTION, GuessTheNumber, ReviewedGuesses, bounds_image
 
 from proactflow.content import ImagePart
 from proactflow.suites import register_suite
@@ -156,3 +156,43 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
     assert len(second) == len(set(second))  # and nothing twice within the resumed run
     assert set(first) | set(second) == needed
     assert pl.read_csv(out / "steps.csv").equals(pl.read_csv(reference / "steps.csv"))
+
+
+def review(request: dict) -> Reply:
+    """A judge of a game's guesses so far: 3 once the secret is among them, 2 for several
+    guesses without it, 1 for a single wrong one."""
+    secret, guesses = request["messages"][0]["content"].removeprefix("Secret ").split("; guesses: ")
+    guesses = guesses.split(" ")
+    return Reply(content="3" if secret in guesses else "2" if len(guesses) > 1 else "1")
+
+
+def test_a_suite_judging_whole_episodes_gets_each_ended_episode_once(games, tmp_path, capsys):
+    register_suite(ReviewedGuesses())
+    with FakeOpenAI({"seer": bisect, "judge": review, "judge2": review}) as fake:
+        common = ["--corpus", str(games), "--eval-model", "openai/seer",
+                  "--eval-api-base", fake.url, "--store", str(tmp_path / "store")]
+        assert run_cli("run", ["--suite", "tiny-guess", *common]) == 0  # the replies, cached
+        capsys.readouterr()
+        judged = [*common, "--suite", "tiny-guess-reviewed", "--judge-api-base", fake.url]
+        assert run_cli("run", [*judged, "--judge-model", "openai/judge", "--dry-run"]) == 0
+        (judging,) = [line for line in capsys.readouterr().out.splitlines()
+                      if line.startswith("judging  ")]
+        assert "7 calls, 0 cached, 7 to make" in judging
+        fake.reset_counts()
+        out = tmp_path / "out"
+        assert run_cli("run", [*judged, "--judge-model", "openai/judge", "--out", str(out)]) == 0
+        # One call per distinct guess, each with the guesses so far; the model is not asked.
+        assert (fake.calls["seer"], fake.calls["judge"]) == (0, 7)
+        assert sorted(r["messages"][0]["content"] for r in fake.requests) == sorted([
+            "Secret 37; guesses: 50", "Secret 37; guesses: 50 24",
+            "Secret 37; guesses: 50 24 37", "Secret 200; guesses: 127",
+            "Secret 200; guesses: 127 191", "Secret 200; guesses: 127 191 223",
+            "Secret 5; guesses: 5"])
+        scores = {row["size"]: row for row in json.loads((out / "scores.json").read_text())}
+        assert (scores["small"]["reviews"], scores["small"]["mean_score"]) == (4, 2.25)
+        assert scores["large"]["reviews"] == 3
+        assert scores["large"]["mean_score"] == pytest.approx(5 / 3)
+        # Swapping the judge re-runs the judging only.
+        fake.reset_counts()
+        assert run_cli("run", [*judged, "--judge-model", "openai/judge2"]) == 0
+        assert (fake.calls["seer"], fake.calls["judge2"]) == (0, 7)

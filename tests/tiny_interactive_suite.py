@@ -182,3 +182,88 @@ class GuessTheNumber(Suite):
         path = out / "scores.json"
         path.write_text(json.dumps(scores.to_dicts()), encoding="utf-8")
         return {"scores.json": str(path), "steps.csv": str(out / "steps.csv")}
+
+
+class Review(BaseModel):
+    game: str = Field(description="The episode.")
+    sample_index: int = Field(description="Which sample.")
+    size: str = Field(description="The game's size.")
+    model: str = Field(description="Model under test.")
+    judge: str | None = Field(description="The judge.")
+    guesses: str | None = Field(description="The distinct guesses judged, so far, in order.")
+    status: str = Field(description="scored, judge_error, or unjudged (no guess to judge).")
+    score: int | None = Field(description="The judge's 1-3.")
+    prompt_tokens: int | None = Field(description="The judge call's prompt tokens.")
+    completion_tokens: int | None = Field(description="The judge call's completion tokens.")
+
+
+class ReviewScore(BaseModel):
+    model: str = Field(description="Model under test.")
+    size: str = Field(description="small, large.")
+    reviews: int = Field(description="Judge calls' rows.")
+    mean_score: float | None = Field(description="Mean judged score.")
+
+
+class ReviewedGuesses(GuessTheNumber):
+    """The same games judged episode by episode, as the video ProactiveBench judges a gold turn:
+    one judge call per distinct guess, each with every distinct guess so far."""
+
+    name = "tiny-guess-reviewed"
+    needs_judge = True
+    judges_episodes = True
+    stages = StageNames(samples="guess_games", responses="guess_steps",
+                        judgments="guess_reviews", scores="guess_review_scores")
+    tables = Tables(samples=Game, responses=Guess, judgments=Review, scores=ReviewScore)
+
+    @staticmethod
+    def distinct_guesses(steps: list[dict[str, Any]]) -> list[str]:
+        seen: list[str] = []
+        for step in steps:
+            if step["status"] == "ok" and step["response"] not in seen:
+                seen.append(step["response"])
+        return seen
+
+    def episode_judge_requests(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                               role: ModelRole | None, prompts: Prompts,
+                               settings: RunSettings) -> list[ChatRequest]:
+        assert role is not None
+        guesses = self.distinct_guesses(steps)
+        return [ChatRequest.build(role, [("user", f"Secret {sample['secret']}; guesses: "
+                                          + " ".join(guesses[:count + 1]))])
+                for count in range(len(guesses))]
+
+    def accept_judge_reply(self, text: str) -> int:
+        if text[:1] not in ("1", "2", "3"):
+            raise ValueError("not a score")
+        return int(text[:1])
+
+    def episode_judgment_rows(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                              outcomes: list[ChatOutcome], role: ModelRole | None,
+                              prompts: Prompts) -> list[Review]:
+        common = dict(game=sample["game"], sample_index=steps[0]["sample_index"],
+                      size=sample["size"], model=steps[0]["model"],
+                      judge=role.model if role else None)
+        guesses = self.distinct_guesses(steps)
+        if not outcomes:
+            return [Review(**common, guesses=None, status="unjudged", score=None,
+                           prompt_tokens=None, completion_tokens=None)]
+        return [Review(**common, guesses=" ".join(guesses[:count + 1]),
+                       status="scored" if outcome.ok else "judge_error",
+                       score=outcome.parsed if outcome.ok else None,
+                       prompt_tokens=outcome.prompt_tokens,
+                       completion_tokens=outcome.completion_tokens)
+                for count, outcome in enumerate(outcomes)]
+
+    def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
+                     outcome: ChatOutcome | None, role: ModelRole | None,
+                     prompts: Prompts) -> Outcome:
+        raise AssertionError("an episode-judged suite is never asked for one row")
+
+    def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        return judgments.group_by("model", "size").agg(
+            reviews=pl.len(), mean_score=pl.col("score").mean()).sort("size")
+
+    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
+        status = judgments["status"]
+        return int((status != "judge_error").sum()), judgments.height, {
+            "judge": int((status == "judge_error").sum())}
