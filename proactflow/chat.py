@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any, Iterable, Literal
 
 from .cache.keys import content_key
+from .content import Content, images_of, key_content, text_of
 from .effective import safety_settings_off
 from .endpoints import effective_endpoint
 from .redaction import register_secret_variable
@@ -66,13 +67,15 @@ class ChatRequest:
 
     model: str
     api_base: str | None
-    messages: tuple[tuple[str, str], ...]
+    messages: tuple[tuple[str, Content], ...]
+    """(role, content): text, or text and images (proactflow.content)."""
     params: tuple[tuple[str, Any], ...]
     sample_index: int = 0
     identity: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def build(cls, role: ModelRole, messages: Iterable[tuple[str, str]], *, sample_index: int = 0,
+    def build(cls, role: ModelRole, messages: Iterable[tuple[str, Content]], *,
+              sample_index: int = 0,
               extra: dict[str, Any] | None = None) -> "ChatRequest":
         gen = role.generation
         params: dict[str, Any] = {"max_tokens": gen.max_tokens}
@@ -93,14 +96,18 @@ class ChatRequest:
 
     @property
     def estimated_prompt_tokens(self) -> int:
-        """A provider-neutral estimate: about four characters per token (errs high)."""
-        return sum(len(content) for _, content in self.messages) // 4
+        """Text: a provider-neutral estimate of about four characters per token (errs high);
+        images as litellm counts them for this model."""
+        text = sum(len(text_of(content)) for _, content in self.messages) // 4
+        return text + sum(image.estimated_tokens(self.model) for _, content in self.messages
+                          for image in images_of(content))
 
     @cached_property
     def key(self) -> str:
         material: dict[str, Any] = {
             "model": self.model, "api_base": self.api_base,
-            "messages": [list(m) for m in self.messages], "params": dict(self.params),
+            "messages": [[role, key_content(content)] for role, content in self.messages],
+            "params": dict(self.params),
             "sample_index": self.sample_index}
         material.update(self.identity)  # only when set: keys of plain roles stay as they were
         return content_key(material)

@@ -21,6 +21,7 @@ import litellm
 
 from .cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
+from .content import wire_content
 from . import litellm_costs
 from .call_health import Breaker, CallStats
 from .errors import EndpointDown, ProviderRejected
@@ -209,7 +210,7 @@ class ChatClient:
         with litellm_costs.priced_per_stage():
             response = await self._completion(
                 model=request.model,
-                messages=[{"role": role, "content": content}
+                messages=[{"role": role, "content": wire_content(content)}
                           for role, content in request.messages],
                 timeout=self._timeout, max_retries=0, **kwargs)
         usage = getattr(response, "usage", None)

@@ -124,6 +124,12 @@ def _report(spec: ArtifactSpec, reused: bool, complete: bool, started: float, ro
                        calls or {})
 
 
+def _rows_expected(suite: Suite, samples: int) -> int | None:
+    """Rows a stage will write: one per sample, or unknown before an interactive suite's
+    environments have ended."""
+    return None if suite.step_column else samples
+
+
 def _incomplete(suite: Suite, frame: pl.DataFrame) -> bool:
     return not frame.filter(pl.col("status").is_in(list(suite.error_statuses))).is_empty()
 
@@ -186,7 +192,8 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
         role = settings.model_under_test
         client = _client(role, calls, store, settings, "responses")
         progress = Progress(logger, f"responses of {role.model}",
-                            samples.height * settings.samples, suite.error_statuses)
+                            _rows_expected(suite, samples.height * settings.samples),
+                            suite.error_statuses)
 
         def on_row(row: Any, dumped: dict[str, Any]) -> None:
             progress(row)
@@ -262,6 +269,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     spec = judgments_spec(suite, settings, responses_key, prompts)
     samples = shared_samples(samples_artifact)
     source: pl.DataFrame | RowStream
+    total: int | None
     if isinstance(responses_in, Artifact):
         found = None if settings.refreshes("judgments") else store.get(spec)
         if found is not None and found.complete and responses_in.complete:
@@ -269,7 +277,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
         source = responses_in.frame()
         total = source.height
     else:
-        source, total = responses_in, samples.height * settings.samples
+        source, total = responses_in, _rows_expected(suite, samples.height * settings.samples)
     judge = settings.judge
     client = _client(judge, calls, store, settings, "judgments") if judge is not None else None
     frame = await judge_responses(

@@ -1,7 +1,8 @@
 """Checks made before any paid call, and the plan printed before a run.
 
 The plan counts the calls a run will make against the per-call cache: generation calls are known
-exactly; judge calls are known for cached responses and counted as 'to make' for the rest.
+exactly; judge calls are known for cached responses and counted as 'to make' for the rest (a
+suite judging whole episodes: for episodes whose every reply is cached).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import itertools
 import os
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import polars as pl
@@ -99,6 +100,9 @@ class Plan:
     """Estimated prompt tokens of the generation calls still to make."""
     judge_prompt_tokens: int = 0
     """Estimated prompt tokens of the judge calls still to make."""
+    generation_at_most: int = 0
+    """Interactive suites: generation calls their environments may still ask for after an
+    episode's first step to make (an upper bound: each environment decides as it goes)."""
 
     def _estimate(self, label: str, role, calls: int, prompt_tokens: int) -> str:
         most = calls * role.generation.max_tokens
@@ -122,7 +126,10 @@ class Plan:
         if regenerate:
             out.append(f"generation  {settings.model_under_test.model}: "
                        f"{self.generation_calls} calls, {self.generation_cached} cached, "
-                       f"{generation_to_make} to make")
+                       f"{generation_to_make} to make"
+                       + (f", and at most {self.generation_at_most} more as environments go on"
+                          if self.generation_at_most else ""))
+            generation_to_make += self.generation_at_most
         out.append(f"judging     {settings.judge_name}: {self.judge_calls} calls, "
                    f"{self.judge_cached} cached, {judge_to_make} to make")
         if regenerate and generation_to_make:
@@ -132,6 +139,24 @@ class Plan:
             out.append(self._estimate("  judging:    ", settings.judge, judge_to_make,
                                       self.judge_prompt_tokens))
         return out
+
+
+@dataclass
+class _Walk:
+    """One (episode, sample index) walked against the cache by `make_plan`."""
+
+    episode: list[int]
+    sample_index: int
+    earlier: list[Step] = field(default_factory=list)
+    known: bool = True
+    """Every reply so far was cached: the episode's requests are known exactly."""
+    position: int = 0
+    """The episode's sample being walked."""
+    steps: int = 0
+    """Steps taken on that sample."""
+
+    def next_sample(self) -> None:
+        self.position, self.steps = self.position + 1, 0
 
 
 CallLookup = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
@@ -180,45 +205,73 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
         if request is not None:
             judged.append((request, cached_reply))
 
+    def plan_episode(sample: dict, steps: list[dict]) -> None:
+        for request in suite.episode_judge_requests(sample, steps, judge, judge_prompts,
+                                                    settings):
+            judged.append((request, True))
+
     if responses is not None:
         position = {tuple(r[c] for c in suite.sample_key): i for i, r in enumerate(rows)}
+        episodes: dict[tuple, list[dict]] = {}
         for response in responses.iter_rows(named=True):
-            plan_judge(rows[position[tuple(response[c] for c in suite.sample_key)]], response,
-                       True)
+            values = tuple(response[c] for c in suite.sample_key)
+            if suite.judges_episodes:
+                episodes.setdefault((*values, response["sample_index"]), []).append(response)
+            else:
+                plan_judge(rows[position[values]], response, True)
+        for steps in episodes.values():
+            plan_episode(rows[position[tuple(steps[0][c] for c in suite.sample_key)]], steps)
     else:
         # Every (episode, sample) walks in step with the others, one cache batch per step.
-        walks: list[tuple[list[int], int, list[Step], list[bool]]] = [
-            (episode, sample_index, [], [True]) for episode in suite.episodes(frame)
-            for sample_index in range(settings.samples)]
-        step = 0
-        while active := [walk for walk in walks if step < len(walk[0])]:
-            requests = [suite.generation_request(rows[episode[step]], earlier, role,
-                                                 generation_prompts, sample_index)
-                        for episode, sample_index, earlier, _ in active]
-            wanted = [request.key for request, walk in zip(requests, active)
-                      if request is not None and walk[3][0]]
+        walks = [_Walk(episode, sample_index) for episode in suite.episodes(frame)
+                 for sample_index in range(settings.samples)]
+        while active := [walk for walk in walks if walk.position < len(walk.episode)]:
+            asked: list[tuple[str, int] | None] = []
+            for walk in active:
+                request = suite.generation_request(rows[walk.episode[walk.position]],
+                                                   walk.earlier, role, generation_prompts,
+                                                   walk.sample_index)
+                # Key and estimate only: an image the request holds is not kept for the plan.
+                asked.append(None if request is None else
+                             (request.key, request.estimated_prompt_tokens))
+            wanted = [summary[0] for summary, walk in zip(asked, active)
+                      if summary is not None and walk.known]
             found: dict[str, dict[str, Any]] = {}
             for batch in _batches(wanted):
                 found.update(lookup(batch))
-            for request, (episode, sample_index, earlier, known) in zip(requests, active):
-                sample = rows[episode[step]]
+            for summary, walk in zip(asked, active):
+                sample = rows[walk.episode[walk.position]]
+                limit = suite.step_limit(sample)
                 outcome = None
-                if request is not None:
+                if summary is not None:
+                    key, prompt_tokens = summary
                     plan.generation_calls += 1
-                    hit = found.get(request.key) if known[0] else None
+                    hit = found.get(key) if walk.known else None
                     if hit is not None:
                         plan.generation_cached += 1
-                        outcome = ChatOutcome.from_record(request.key, hit)
+                        outcome = ChatOutcome.from_record(key, hit)
                     else:
-                        known[0] = False
-                        plan.generation_prompt_tokens += request.estimated_prompt_tokens
-                        outcome = ChatOutcome(request.key,
-                                              content=suite.stand_in_reply(sample) or "")
-                row = suite.response_row(sample, outcome, role, sample_index).model_dump(
-                    by_alias=True)
-                earlier.append((sample, row))
-                plan_judge(sample, row, outcome is None or outcome.from_cache)
-            step += 1
+                        walk.known = False
+                        plan.generation_prompt_tokens += prompt_tokens
+                        if limit > 1:
+                            # An environment's path past an unanswered step is unknown: count
+                            # the steps it may still take, at this step's size, and move on.
+                            rest = limit - walk.steps - 1
+                            plan.generation_at_most += rest
+                            plan.generation_prompt_tokens += rest * prompt_tokens
+                            walk.next_sample()
+                            continue
+                        outcome = ChatOutcome(key, content=suite.stand_in_reply(sample) or "")
+                row = suite.step_row(sample, walk.earlier, outcome, role,
+                                     walk.sample_index).model_dump(by_alias=True)
+                walk.earlier.append((sample, row))
+                if not suite.judges_episodes:
+                    plan_judge(sample, row, outcome is None or outcome.from_cache)
+                walk.steps += 1
+                if walk.steps >= limit or not suite.another_step(sample, walk.earlier):
+                    if suite.judges_episodes and walk.known:  # unknown replies: unknown calls
+                        plan_episode(sample, [row for _, row in walk.earlier[-walk.steps:]])
+                    walk.next_sample()
     cached_keys: set[str] = set()
     for batch in _batches([request.key for request, cached in judged if cached]):
         cached_keys.update(lookup(batch))

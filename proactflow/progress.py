@@ -13,9 +13,12 @@ Logger = logging.Logger | logging.LoggerAdapter
 
 
 class Progress:
-    """Logs `done/total` of a stage now and then: every 10 % (at least 10 rows) or 15 s."""
+    """Logs `done/total` of a stage now and then: every 10 % (at least 10 rows) or 15 s. A
+    total of None (an interactive suite's steps, known only as they are taken): `done` alone,
+    every 100 rows or 15 s."""
 
-    def __init__(self, logger: Logger, label: str, total: int, failed: tuple[str, ...]):
+    def __init__(self, logger: Logger, label: str, total: int | None,
+                 failed: tuple[str, ...]):
         self.logger, self.label, self.total, self._failed = logger, label, total, failed
         self.done = self.failed = 0
         self._last_time = time.monotonic()
@@ -26,11 +29,15 @@ class Progress:
         if row.status in self._failed:
             self.failed += 1
         now = time.monotonic()
-        step = max(10, self.total // 10)
+        step = 100 if self.total is None else max(10, self.total // 10)
         if self.done == self.total or self.done - self._last_done >= step \
                 or now - self._last_time >= 15:
-            self.logger.info("%s: %d/%d done, %d failed", self.label, self.done, self.total,
-                             self.failed)
+            if self.total is None:
+                self.logger.info("%s: %d steps done, %d failed", self.label, self.done,
+                                 self.failed)
+            else:
+                self.logger.info("%s: %d/%d done, %d failed", self.label, self.done,
+                                 self.total, self.failed)
             self._last_time, self._last_done = now, self.done
 
 

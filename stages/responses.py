@@ -2,7 +2,8 @@
 
 The episodes of a suite run in parallel (`concurrency` at once); the samples of one episode run
 in order, each request planned from the response rows before it, so a suite whose model answers a
-trace event by event sees its own earlier replies. Every sample gets a row: a sample that cannot
+trace event by event sees its own earlier replies, and an environment's next view follows from
+the replies so far (a sample shown again while the suite says so, up to its step limit). Every sample gets a row: a sample that cannot
 be asked and a call that failed carry a status instead of disappearing.
 """
 
@@ -39,16 +40,25 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
             # One sample as a dict when its turn comes: all of them at once held about 18 MB
             # for the whole stage in a full-size evaluation (a sweep holds one per model).
             sample = samples.row(index, named=True)
-            request = suite.generation_request(sample, earlier, role, prompts, sample_index)
-            outcome = await client.call(request, accept=parse) if request is not None else None
-            row = suite.response_row(sample, outcome, role, sample_index)
-            answered.append(row)
-            dumped = row.model_dump(by_alias=True)
-            earlier.append((sample, dumped))
-            if on_row is not None:
-                on_row(row, dumped)
+            for step in range(suite.step_limit(sample)):
+                request = suite.generation_request(sample, earlier, role, prompts, sample_index)
+                outcome = await client.call(request, accept=parse) if request is not None \
+                    else None
+                del request  # an image it holds is not kept while the episode goes on
+                row = suite.step_row(sample, earlier, outcome, role, sample_index)
+                answered.append(row)
+                dumped = row.model_dump(by_alias=True)
+                earlier.append((sample, dumped))
+                if on_row is not None:
+                    on_row(row, dumped)
+                if not suite.another_step(sample, earlier):
+                    break
         return answered
 
     episodes = await run_bounded(jobs, run_episode, concurrency)
     frame = to_frame([row for episode in episodes for row in episode], suite.tables.responses)
-    return frame.sort(*suite.sample_key, "sample_index")
+    return frame.sort(*suite.sample_key, "sample_index", *_steps(suite))
+
+
+def _steps(suite: Suite) -> tuple[str, ...]:
+    return (suite.step_column,) if suite.step_column else ()

@@ -16,6 +16,12 @@ Planning and interpreting are pure (`generation_request`, `response_row`, `judgm
 in order by one growing conversation: ProactBench's episodes are single triggers (each context is
 fixed by the corpus), Proactive Agent's are whole traces (the model's own earlier replies become
 its assistant turns). Episodes run in parallel; the steps of one episode run in order.
+
+A suite can also declare an environment: a sample is then shown again and again, each next view
+computed from the replies so far (`another_step`, `step_limit`), and every step is a responses
+row numbered by `step_column`. The stages and the plan need nothing else: a killed run replays
+an episode's steps from the per-call cache and continues where it stopped. Messages may hold
+images (proactflow.content): keyed and stored by their hash, sent as data URLs.
 """
 
 from __future__ import annotations
@@ -66,7 +72,9 @@ class StageNames:
 
 @dataclass(frozen=True)
 class Tables:
-    """The row model (pydantic, a description per field) of each table."""
+    """The row model (pydantic, a description per field) of each table. Responses and
+    judgments rows carry `status`, `sample_index`, `prompt_tokens` and `completion_tokens`
+    (the run's record sums them)."""
 
     samples: type[BaseModel]
     responses: type[BaseModel]
@@ -110,6 +118,9 @@ class Suite(ABC):
     """False when the responses come from the data (judge calibration): no model to reach."""
     needs_judge: ClassVar[bool] = True
     """False for a suite scored by a deterministic check: no judge role, no judge call."""
+    step_column: ClassVar[str | None] = None
+    """Interactive suites only: the column of the responses and judgments that numbers the
+    steps of one sample (0, 1, ...); it orders their rows after the sample key."""
     error_statuses: ClassVar[tuple[str, ...]] = ("error", "generation_error", "judge_error")
     """Row statuses that mean a call failed: an artifact holding them is incomplete, is
     computed again by the next run, and counts as lost coverage."""
@@ -167,6 +178,24 @@ class Suite(ABC):
         """The responses row of one sample: the reply read (parsed where the protocol expects a
         format), or the reason there is none."""
 
+    def step_row(self, sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,
+                 role: ModelRole, sample_index: int) -> BaseModel:
+        """The responses row of one step, seeing the episode's earlier steps: an interactive
+        suite records the step's number, what it showed and the environment's reading of the
+        reply. By default `response_row`."""
+        return self.response_row(sample, outcome, role, sample_index)
+
+    def another_step(self, sample: dict[str, Any], earlier: list[Step]) -> bool:
+        """After a step on `sample` (the last of `earlier`): whether its environment shows it
+        again, the next view computed from the replies so far. By default a sample is answered
+        once."""
+        return False
+
+    def step_limit(self, sample: dict[str, Any]) -> int:
+        """The most steps a sample may take (the environment's own limit; the stages never go
+        past it, whatever `another_step` says)."""
+        return 1
+
     def reply_parser(self) -> Callable[[str], Any] | None:
         """Reads the model's reply where the protocol expects a format; raises ValueError for a
         reply that is not one, which is then asked again (up to the judge's tries) and never
@@ -198,6 +227,32 @@ class Suite(ABC):
         """The judge call for one response; None when the response is scored without one (a
         failed or unusable reply carried through, or a deterministic check)."""
         return None
+
+    judges_episodes: ClassVar[bool] = False
+    """True when a judge call is about a sample's whole episode rather than one response (the
+    video ProactiveBench judges each gold turn with every reply inside its window): the
+    judgments stage then waits for each episode to end and asks `episode_judge_requests` and
+    `episode_judgment_rows` instead of `judgment_request` and `judgment_row`."""
+
+    def episode_judge_requests(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                               role: ModelRole | None, prompts: Prompts,
+                               settings: RunSettings) -> list[ChatRequest]:
+        """Episode-judged suites: the judge calls one ended episode needs (`steps`: its
+        responses rows in order), in an order `episode_judgment_rows` relies on."""
+        return []
+
+    def episode_judgment_rows(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                              outcomes: list[ChatOutcome], role: ModelRole | None,
+                              prompts: Prompts) -> list[BaseModel]:
+        """Episode-judged suites: the judgments rows of one ended episode, given the outcome of
+        each planned judge call in order. A failed call is a row with its status; what had
+        nothing to judge still gets its row."""
+        raise NotImplementedError(f"{self.name} judges episodes but builds no rows for them")
+
+    def episode_ended(self, sample: dict[str, Any], steps: list[dict[str, Any]]) -> bool:
+        """Whether these responses rows (in order) are a sample's whole episode."""
+        return len(steps) >= self.step_limit(sample) or not self.another_step(
+            sample, [(sample, step) for step in steps])
 
     def accept_judge_reply(self, text: str) -> Any:
         """The verdict in a judge reply; ValueError when it is not one (the judge is then asked
