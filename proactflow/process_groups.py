@@ -1,7 +1,7 @@
 """A sweep's evaluations spread over processes of this machine (`processes` in a sweep file).
 
 One event loop drives the calls of about `PAIRS_PER_PROCESS` evaluations before its CPU, not
-the endpoints, sets the pace (README, "Benchmarks"). A larger sweep deals its pairs into groups,
+the endpoints, sets the pace (docs/benchmarks.md). A larger sweep deals its pairs into groups,
 one per process: the sweep's own process runs the first group as ordinary subflows, and a child
 process each of the others, so that every core makes calls and no process sits idle holding a
 copy of the libraries (a Python process with Prefect, litellm and polars loaded is ~250 MB):

@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "subflow, all at once), then write a leaderboard. A model that fails does "
                     "not stop the others. Exit status 1 when any failed. Larger sweeps spread "
                     "their pairs over processes of this machine, sharing every model's limits. "
-                    "See proactflow/sweeps.py or the README for the file format.")
+                    "See docs/sweeps.md for the file format.")
     sweep.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
     sweep.add_argument("--processes", type=positive_int, metavar="N",
                        help="spread the pairs over N processes of this machine (overrides the "
