@@ -110,6 +110,9 @@ class Suite(ABC):
     """False when the responses come from the data (judge calibration): no model to reach."""
     needs_judge: ClassVar[bool] = True
     """False for a suite scored by a deterministic check: no judge role, no judge call."""
+    takes_judge_response_format: ClassVar[bool] = True
+    """False when the judge is asked exactly as the benchmark's own scripts ask it: no
+    structured output is requested, so --judge-response-format is refused."""
     error_statuses: ClassVar[tuple[str, ...]] = ("error", "generation_error", "judge_error")
     """Row statuses that mean a call failed: an artifact holding them is incomplete, is
     computed again by the next run, and counts as lost coverage."""
