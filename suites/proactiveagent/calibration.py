@@ -33,7 +33,8 @@ from .calibration_names import CALIBRATION, LABELLED
 from .data import RewardTestRow, read_reward_test_set
 from .metrics import CATEGORIES, CalibrationRow, calibration
 from .protocol import read_calibration_verdict
-from .suite import JUDGE_INSTRUCTION, JUDGE_SYSTEM, ProactiveAgent
+from .rules import JUDGE_INSTRUCTION, JUDGE_SYSTEM
+from .suite import ProactiveAgent
 
 _RUN = ProactiveAgent(prompts_needed=(JUDGE_SYSTEM, JUDGE_INSTRUCTION))
 

@@ -32,7 +32,7 @@ from ...settings import CorpusSource, ModelRole, RunSettings
 from ...sources import Prompt
 from ..base import Prompts
 from . import upstream
-from .suite import AGENT_INSTRUCTION, AGENT_SYSTEM, proposal_text
+from .rules import AGENT_INSTRUCTION, AGENT_SYSTEM, proposal_text
 from .tables import AgentResponseRow, AgentStatus
 
 PUBLISHED_REVISION = "published-traces"
