@@ -17,6 +17,7 @@ import pytest
 from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
 from replay import PROJECT_DATA
+from test_proactiveagent_metrics import solve
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -241,3 +242,19 @@ def test_published_traces_imported_and_rejudged_give_upstreams_counts(shared_dat
                    if r["split"] == "real_average")
     assert (average["events"], average["failed_events"]) == ("233", "21")
     assert int(average["scored"]) == 227 - 21
+    # As many proposals as the published results count (their counts solve to TP + FP = 205:
+    # 184 proposed tasks and the 21 failed events).
+    published = {row["Category"]: row for row in read_csv(real / "eval" / "results" /
+                                                           "claude-3-5-sonnet.csv")}
+    solved = solve(published["real_average"])
+    proposals = sum(int(average[c]) for c in ("true_positive", "false_positive",
+                                              "failed_events_accepted", "failed_events_rejected"))
+    assert proposals == solved.true_positive + solved.false_positive == 205
+
+    # The report shows the re-judged published traces beside the published numbers.
+    assert run_cli("report", ["--store", str(store), "--out", str(tmp_path / "report"),
+                              "--published", str(real / "eval" / "results"),
+                              "--include-incomplete"]) == 0
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert "claude-3-5-sonnet@published-traces judged by openai/reward" in page
+    assert "claude-3-5-sonnet (published)" in page
