@@ -147,9 +147,13 @@ class ChatClient:
                              accept: Callable[[str], T] | None) -> tuple[ChatOutcome, bool]:
         """The outcome, and whether the lease is given back already (with the stored result)."""
         plan = request.retry
-        tries = 1 if accept is None else self.runtime.model_parse_attempts \
-            if self.reply_kind == "model" else self.runtime.judge_parse_attempts \
-            or (plan.attempts if plan is not None and plan.attempts else JUDGE_PARSE_ATTEMPTS)
+        if accept is None:
+            tries = 1
+        elif self.reply_kind == "model":
+            tries = self.runtime.model_parse_attempts
+        else:  # the user's number, else the suite protocol's, else the default
+            tries = self.runtime.judge_parse_attempts or (
+                plan.attempts if plan is not None and plan.attempts else JUDGE_PARSE_ATTEMPTS)
         attempts, last_error = 0, "no reply"
         cut_off: ChatOutcome | None = None
         for attempt in range(tries):

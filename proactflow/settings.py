@@ -143,7 +143,7 @@ class RuntimeOptions(BaseModel):
         default=60.0, gt=0, description="Lifetime of a claim on a call; renewed while held, so "
                                         "a holder that died on another host frees it by then.")
     model_parse_attempts: int = Field(
-        default=5, ge=1, le=20,
+        default=5, ge=1,
         description="Calls of the model under test per sample while its replies are not the "
                     "protocol's format (suites that expect one), as upstream's runner (5).")
     judge_parse_attempts: int | None = Field(

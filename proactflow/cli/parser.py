@@ -67,12 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
                            help="judge calls per response while its reply is not a valid "
                                 "verdict (malformed JSON, unknown score), before it becomes a "
                                 "judge_error row (default: 4; proactiveagent: 10, upstream's)")
-        if name != "calibrate":
-            judge.add_argument("--eval-attempts", type=positive_int, default=5, metavar="N",
-                               help="calls of the model under test per sample while its reply "
-                                    "is not the protocol's format (proactiveagent: not its "
-                                    "JSON, or cut off at the token limit), before the sample "
-                                    "is recorded as failed (default: 5, upstream's)")
         judge.add_argument("--judge-response-format",
                            choices=("json_schema", "json_object", "none"),
                            help="structured output requested from the judge (default: "
@@ -118,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--max-attempts", type=positive_int, default=6, metavar="N",
                          help="tries per call on 429/5xx/timeouts, with exponential backoff "
                               "(default: 6)")
+        if name != "calibrate":
+            run.add_argument("--eval-attempts", type=positive_int, default=5, metavar="N",
+                               help="calls of the model under test per sample while its reply "
+                                    "is not the protocol's format (proactiveagent: not its "
+                                    "JSON, or cut off at the token limit), before the sample "
+                                    "is recorded as failed (default: 5, upstream's)")
         run.add_argument("--retry-delay", type=non_negative_float, default=1.0,
                          metavar="SECONDS",
                          help="first backoff delay, doubled on each retry up to 60 s, with "
