@@ -8,6 +8,7 @@ calculate_agent_performance.py at the pinned commit)."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import socket
 from collections import Counter
@@ -16,6 +17,7 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
+from proactflow.suites.proactiveagent import upstream
 from replay import PROJECT_DATA
 from test_proactiveagent_metrics import solve
 
@@ -258,3 +260,81 @@ def test_published_traces_imported_and_rejudged_give_upstreams_counts(shared_dat
     page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
     assert "claude-3-5-sonnet@published-traces judged by openai/reward" in page
     assert "claude-3-5-sonnet (published)" in page
+
+
+def test_hand_made_published_traces_imported_and_rejudged(tmp_path, capsys, monkeypatch):
+    """Every shape upstream's scripts read, in traces written for the test: [] (a null), the
+    string "null" and an object (proposals), false, the test file's object (a failed event), an
+    event whose text changed, an event the trace lacks, a trace missing and one extra."""
+    def sha(name: str) -> str:
+        return hashlib.sha256((DATA / name).read_bytes()).hexdigest()
+
+    # The tests' stand-in agent prompts play upstream's, whose hashes key imported responses.
+    monkeypatch.setitem(upstream.PROMPT_SHA256, "agent_system", sha("agent_system_prompt.txt"))
+    monkeypatch.setitem(upstream.PROMPT_SHA256, "step_instruction",
+                        sha("agent_step_instruction.txt"))
+    folder = tmp_path / "traces_new" / "some-model"
+    folder.mkdir(parents=True)
+
+    def published(trace: str, predictions: list, skip_first: bool = False,
+                  changed: int | None = None) -> None:
+        events = json.loads((DATA / f"{trace}.json").read_text(encoding="utf-8"))
+        events = events[1:] if skip_first else events
+        out = []
+        for index, (event, prediction) in enumerate(zip(events, predictions)):
+            observation = dict(event["observation"])
+            if index == changed:
+                observation["event"] = "An older wording of this event."
+            out.append({"observation": observation, "agent_response": prediction,
+                        "task_status": event["task_status"],
+                        "other_infomation": {"Purpose": "p", "Thoughts": "t", "Response": None}})
+        (folder / f"{trace}.json").write_text(json.dumps(out), encoding="utf-8")
+
+    published("coding_a", [[], ["Fix the test"], {"candidate_task": ["old"]}, ["null"]])
+    published("writing_b", [[{"step": "translate"}], ["Translate it"], [], [False]],
+              skip_first=True, changed=1)
+    (folder / "extra_trace.json").write_text(json.dumps([]), encoding="utf-8")
+    store = tmp_path / "store"
+    assert run_cli("import", ["--suite", "proactiveagent", str(folder), "--corpus", str(DATA),
+                              "--store", str(store)]) == 0
+    printed = capsys.readouterr().out
+    assert "some-model (revision published-traces): 8 of 12 test events imported " \
+           "(1 failed upstream" in printed
+    assert "1 events whose published text differs (imported): writing_b:2" in printed
+    assert "4 events not in the published traces (not_imported rows): reading_c:0, " \
+           "reading_c:1, reading_c:2, writing_b:0" in printed
+    assert "1 test traces without a published file: reading_c" in printed
+    assert "1 published traces not in the test data (not imported): extra_trace" in printed
+
+    def reward(request: dict) -> Reply:
+        proposal = json.loads(request["messages"][1]["content"])["Proposed Task"]
+        return Reply(content=json.dumps(
+            {"thought": "t", "judgement": "accepted" if judged(proposal) else "rejected"}))
+
+    with FakeOpenAI({"reward": reward}) as fake:
+        assert run_cli("rejudge", [
+            "--suite", "proactiveagent", "--corpus", str(DATA),
+            "--eval-model", "some-model", "--eval-revision", "published-traces",
+            "--judge-model", "openai/reward", "--judge-api-base", fake.url,
+            "--judge-prompt", str(DATA / "reward_system_prompt.txt"),
+            "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
+            "--prompt", f"agent_system={DATA / 'agent_system_prompt.txt'}",
+            "--prompt", f"agent_instruction={DATA / 'agent_step_instruction.txt'}",
+            "--store", str(store), "--out", str(tmp_path / "out"), "--min-coverage", "0"]) == 0
+        seen = [json.loads(r["messages"][1]["content"])["Proposed Task"] for r in fake.requests]
+    assert sorted(map(json.dumps, seen)) == sorted(map(json.dumps, [
+        None, "Fix the test", "candidate_task", "null", {"step": "translate"}, "Translate it",
+        None, False]))
+    # By hand: coding_a: null accepted (TN), "Fix the test" accepted (TP), "candidate_task"
+    # accepted (TP), "null" (a proposal) rejected (FP). writing_b: the object rejected (FP),
+    # "Translate it" accepted (TP), null accepted (TN), false rejected (FP). reading_c: none.
+    expected = {"demo_coding": upstream_metrics(2, 1, 1, 0, 4),
+                "demo_writing": upstream_metrics(1, 2, 1, 0, 8),
+                "demo_all": upstream_metrics(3, 3, 2, 0, 12)}
+    rows = {row["Category"]: row for row in read_csv(tmp_path / "out" / "metrics.csv")}
+    for split, values in expected.items():
+        for column, value in values.items():
+            assert float(rows[split][column]) == pytest.approx(value, abs=1e-12), (split, column)
+    events = {(e["trace"], e["event_index"]): e for e in read_csv(tmp_path / "out" / "events.csv")}
+    assert events[("reading_c", "1")]["status"] == "not_imported"
+    assert events[("writing_b", "2")]["proposed_task"] == "Translate it"
