@@ -8,7 +8,7 @@ max_tokens and one stopped by a content filter each get their own status and are
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Iterable, Literal
 
@@ -57,6 +57,30 @@ def reply_status(content: str | None, finish_reason: str | None,
 
 
 @dataclass(frozen=True)
+class RetryPlan:
+    """How a suite's protocol asks again while replies are unusable, where it differs from the
+    default (the same request each time; a cut-off reply not asked again). Not part of the
+    request's key: the call is the first request, whichever try answered it."""
+
+    attempts: int | None = None
+    """The judge's tries while its replies are unusable, when the user set none (the
+    protocol's own number)."""
+    later_params: tuple[tuple[str, Any], ...] = ()
+    """Parameters replacing the request's own from try `later_from` (0-based) on, e.g. a
+    higher temperature once the first tries gave no usable reply."""
+    later_from: int = 0
+    ask_again_when_truncated: bool = False
+    """A reply cut off at the token limit is asked again like an unusable one (a client that
+    raises on it, as some benchmarks' do), instead of ending the call."""
+
+    def request_for(self, request: "ChatRequest", attempt: int) -> "ChatRequest":
+        if attempt < self.later_from or not self.later_params:
+            return request
+        params = {**dict(request.params), **dict(self.later_params)}
+        return replace(request, params=tuple(sorted(params.items())))
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     """One call exactly as sent: its key identifies it in the per-call cache.
 
@@ -72,13 +96,17 @@ class ChatRequest:
     params: tuple[tuple[str, Any], ...]
     sample_index: int = 0
     identity: tuple[tuple[str, str], ...] = ()
+    retry: RetryPlan | None = field(default=None, compare=False)
+    """The suite's way of asking again, when it has one (see RetryPlan)."""
 
     @classmethod
     def build(cls, role: ModelRole, messages: Iterable[tuple[str, Content]], *,
-              sample_index: int = 0,
-              extra: dict[str, Any] | None = None) -> "ChatRequest":
+              sample_index: int = 0, extra: dict[str, Any] | None = None,
+              retry: RetryPlan | None = None) -> "ChatRequest":
         gen = role.generation
-        params: dict[str, Any] = {"max_tokens": gen.max_tokens}
+        params: dict[str, Any] = {}
+        if gen.max_tokens is not None:
+            params["max_tokens"] = gen.max_tokens
         if gen.temperature is not None:
             params["temperature"] = gen.temperature
         if gen.top_p is not None:
@@ -92,7 +120,7 @@ class ChatRequest:
                          (("revision", role.revision),
                           ("endpoint_fingerprint", role.endpoint_fingerprint)) if value)
         return cls(role.model, effective_endpoint(role.model, role.api_base), tuple(messages),
-                   tuple(sorted(params.items())), sample_index, identity)
+                   tuple(sorted(params.items())), sample_index, identity, retry)
 
     @property
     def estimated_prompt_tokens(self) -> int:

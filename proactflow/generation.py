@@ -29,7 +29,9 @@ class Generation(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     temperature: float | None = Field(description="Sampling temperature.")
-    max_tokens: int = Field(gt=0, description="Maximum new tokens.")
+    max_tokens: int | None = Field(
+        gt=0, description="Maximum new tokens; None sends none (the provider's default "
+                          "applies).")
     top_p: float | None = Field(description="Nucleus sampling; None for reasoning models.")
     reasoning_effort: str | None = Field(
         default=None, description="Sent to reasoning models only (judge default: medium).")

@@ -238,3 +238,24 @@ def _judgment(base: dict[str, Any], judge: str, **fields: Any) -> JudgmentRow:
     values.update(fields)
     return JudgmentRow(**values)
 
+
+
+def import_published_traces(folder: Path, store: ArtifactStore, *, corpus: str | None = None,
+                            model: str | None = None) -> Any:
+    """`import --suite proactiveagent DIR`: one model's published ProactiveBench traces stored as
+    its responses (suites/proactiveagent/imports.py), with a run record naming them."""
+    from .suites.proactiveagent.imports import PUBLISHED_REVISION, import_traces
+
+    done = import_traces(folder, store, corpus=corpus, model=model)
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).expanduser().glob("*.json")):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    responses = store.material("proactiveagent_responses", done.responses_key)
+    samples_key = responses["inputs"]["proactiveagent_events"]
+    _write_import_record(store, Path(folder), digest.hexdigest(),
+                         f"{done.model}@{PUBLISHED_REVISION}", "-",
+                         {"proactiveagent_events": samples_key,
+                          "proactiveagent_responses": done.responses_key},
+                         store.material("proactiveagent_events", samples_key)
+                         .get("settings", {}).get("corpus_revision"))
+    return done

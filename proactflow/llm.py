@@ -36,6 +36,9 @@ litellm_costs.install()
 
 T = TypeVar("T")
 LITELLM_VERSION = metadata.version("litellm")
+JUDGE_PARSE_ATTEMPTS = 4
+"""Judge calls per request while its replies are unusable, unless the user or the suite's
+protocol says otherwise."""
 INVALID_MODEL_REPLY = "invalid model reply"
 """How an error of the model under test starts when none of its replies parsed."""
 
@@ -95,7 +98,8 @@ class ChatClient:
         """Answer `request` from the cache or the provider.
 
         `accept` parses a reply and raises ValueError when it is unusable: the call is then made
-        again (up to `judge_parse_attempts` times) and an unusable reply is never cached. Two
+        again (up to `model_parse_attempts` or `judge_parse_attempts` times, as the request's
+        RetryPlan says) and an unusable reply is never cached. Two
         clients needing the same request (two runs on one store) make it once: the first claims
         it, looks in the cache again, calls; the other waits and uses the stored result. The
         look, the claim and the second look are one operation of the store, as are storing
@@ -143,10 +147,20 @@ class ChatClient:
     async def _call_uncached(self, request: ChatRequest,
                              accept: Callable[[str], T] | None) -> tuple[ChatOutcome, bool]:
         """The outcome, and whether the lease is given back already (with the stored result)."""
-        tries = self.runtime.judge_parse_attempts if accept is not None else 1
+        plan = request.retry
+        if accept is None:
+            tries = 1
+        elif self.reply_kind == "model":
+            tries = self.runtime.model_parse_attempts
+        else:  # the user's number, else the suite protocol's, else the default
+            tries = self.runtime.judge_parse_attempts or (
+                plan.attempts if plan is not None and plan.attempts else JUDGE_PARSE_ATTEMPTS)
         attempts, last_error = 0, "no reply"
-        for _ in range(tries):
-            outcome = await self._call_once(request)
+        cut_off: ChatOutcome | None = None
+        for attempt in range(tries):
+            asked = plan.request_for(request, attempt) if plan is not None else request
+            outcome = await self._call_once(asked)
+            outcome.request_key = request.key  # the call is the first request, on every try
             attempts += outcome.attempts
             outcome.attempts = attempts
             if outcome.status == "error":
@@ -156,10 +170,16 @@ class ChatClient:
                 self.stats.not_answers += not outcome.ok
                 self._count_kept(outcome)
                 return await self._store(request, outcome, accept)
+            if outcome.status == "truncated" and plan is not None \
+                    and plan.ask_again_when_truncated:
+                self.stats.not_answers += 1
+                cut_off, last_error = outcome, outcome.error or "cut off"
+                continue
             if outcome.status in ("truncated", "blocked"):
                 # Asking again would be cut or blocked the same way: a judge error, not cached.
                 self.stats.not_answers += 1
                 return outcome, False
+            cut_off = None
             try:
                 if not outcome.ok:
                     raise ValueError(outcome.error)
@@ -171,6 +191,8 @@ class ChatClient:
                 continue
             self._count_kept(outcome)
             return await self._store(request, outcome, accept)
+        if cut_off is not None:  # the last try was cut off too: said as such, not cached
+            return cut_off, False
         self.stats.failures += 1
         return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error), False
 

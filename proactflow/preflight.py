@@ -25,7 +25,7 @@ from .endpoints import endpoint_url, get_request
 from .effective import wire_params
 from .chat import ChatOutcome, ChatRequest, api_key_for
 from .llm import estimated_cost
-from .settings import ModelRole, RunSettings
+from .settings import UNSENT_MAX_TOKENS_ESTIMATE, ModelRole, RunSettings
 from .suites.base import Prompts, Step, Suite
 
 T = TypeVar("T")
@@ -105,7 +105,7 @@ class Plan:
     episode's first step to make (an upper bound: each environment decides as it goes)."""
 
     def _estimate(self, label: str, role, calls: int, prompt_tokens: int) -> str:
-        most = calls * role.generation.max_tokens
+        most = calls * (role.generation.max_tokens or UNSENT_MAX_TOKENS_ESTIMATE)
         low = estimated_cost(role.model, prompt_tokens, 0)
         high = estimated_cost(role.model, prompt_tokens, most)
         cost = (f"${low:.2f} (prompts only) to ${high:.2f} (every reply at max tokens)"

@@ -108,6 +108,11 @@ class CorpusSource(BaseModel):
         return f"hf://datasets/{self.repo_id}/{self.filename}@{self.revision or 'main'}"
 
 
+UNSENT_MAX_TOKENS_ESTIMATE = 4096
+"""What a role that sends no max_tokens is assumed to write at most, for timeouts and cost
+estimates (it is never sent)."""
+
+
 class RuntimeOptions(BaseModel):
     """How calls are made. None of this changes an output, so none of it enters a key."""
 
@@ -137,10 +142,15 @@ class RuntimeOptions(BaseModel):
     lease_ttl_s: float = Field(
         default=60.0, gt=0, description="Lifetime of a claim on a call; renewed while held, so "
                                         "a holder that died on another host frees it by then.")
-    judge_parse_attempts: int = Field(
-        default=4, ge=1, le=10,
+    model_parse_attempts: int = Field(
+        default=5, ge=1,
+        description="Calls of the model under test per sample while its replies are not the "
+                    "protocol's format (suites that expect one), as upstream's runner (5).")
+    judge_parse_attempts: int | None = Field(
+        default=None, ge=1, le=10,
         description="Judge calls per response while replies do not validate (malformed JSON, a "
-                    "score outside PASS/PARTIAL/FAIL); then the row is a judge_error.")
+                    "score outside PASS/PARTIAL/FAIL); then the row is a judge_error. None: the "
+                    "suite's protocol's number (ProactiveBench: 10, upstream's), else 4.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
     tpm: float | None = Field(default=None, gt=0, description="Tokens per minute per role.")
 
@@ -148,10 +158,13 @@ class RuntimeOptions(BaseModel):
         """The limits a role's model keeps to: its own, these options' where it has none."""
         return role.limits.over(Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
 
-    def call_timeout(self, max_tokens: int) -> float:
+    def call_timeout(self, max_tokens: int | None) -> float:
         """The timeout of one call: the one given, else long enough for a slow provider to
-        write `max_tokens` tokens (25 per second) after a minute of queueing."""
-        return self.timeout_s if self.timeout_s is not None else 60.0 + 0.04 * max_tokens
+        write `max_tokens` tokens (25 per second; 4,096 when none is sent) after a minute of
+        queueing."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return 60.0 + 0.04 * (max_tokens or UNSENT_MAX_TOKENS_ESTIMATE)
 
 
 Refresh = Literal["responses", "judgments", "all"]

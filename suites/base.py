@@ -118,6 +118,9 @@ class Suite(ABC):
     """False when the responses come from the data (judge calibration): no model to reach."""
     needs_judge: ClassVar[bool] = True
     """False for a suite scored by a deterministic check: no judge role, no judge call."""
+    takes_judge_response_format: ClassVar[bool] = True
+    """False when the judge is asked exactly as the benchmark's own scripts ask it: no
+    structured output is requested, so --judge-response-format is refused."""
     step_column: ClassVar[str | None] = None
     """Interactive suites only: the column of the responses and judgments that numbers the
     steps of one sample (0, 1, ...); it orders their rows after the sample key."""

@@ -7,13 +7,15 @@ judge), on the project's own traces and stand-in prompts in tests/data/proactive
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from proactflow.suites.proactiveagent.data import read_local_corpus
 from proactflow.suites.proactiveagent.protocol import (AgentReply, agent_messages,
                                                        agent_user_message, bare_observation,
                                                        judge_messages, parse_agent_reply,
-                                                       parse_judge_reply)
+                                                       parse_judge_reply, read_calibration_verdict)
 from replay import PROJECT_DATA
 
 DATA = PROJECT_DATA / "proactiveagent"
@@ -115,12 +117,24 @@ def test_replies_upstream_accepts(text, history, task):
     ('```\n{"Proactive Task": "x"}\n```', "not JSON"),
     ('["Fix it"]', "an array, not a JSON object"),
     ("null", "null, not a JSON object"),
-    ('{"Proactive Task": false}', "a boolean, not a string or null"),
-    ('{"Proactive Task": ["a", "b"]}', "an array, not a string or null"),
 ])
-def test_replies_upstream_refuses_or_that_are_no_text_task(text, reason):
+def test_replies_upstream_refuses(text, reason):
     with pytest.raises(ValueError, match=reason):
         parse_agent_reply(text)
+
+
+@pytest.mark.parametrize("text, task", [
+    ('{"Proactive Task": false}', False),
+    ('{"Proactive Task": ["a", "b"]}', ["a", "b"]),
+    ('{"Proactive Task": 3}', 3),
+    ('{"Proactive Task": {"step": "x"}}', {"step": "x"}),
+])
+def test_a_task_that_is_not_a_string_is_a_proposal_passed_on_as_it_is(text, task):
+    reply = parse_agent_reply(text)
+    assert reply.proactive_task == task
+    _, user = judge_messages(JUDGE_SYSTEM, JUDGE_STEP, [{"time": "1", "event": "e"}],
+                             reply.proactive_task)
+    assert json.loads(user[1])["Proposed Task"] == task
 
 
 def test_the_judge_message_is_indented_raw_utf8_in_the_traces_key_order(writing):
@@ -160,19 +174,42 @@ def test_no_proposal_is_a_single_null(writing):
     ('{"thought": "Not now.", "judgement": "rejected"}', False),
     # json5, as upstream: single quotes, unquoted keys, comments, trailing commas
     ("{thought: 'fine', // short\n 'judgement': 'accepted',}", True),
+    # upstream's test is `judgement == "accepted"`: any other value is a rejection, not asked
+    # again
+    ('{"judgement": "Accepted"}', False),
+    ('{"judgement": "accept"}', False),
+    ('{"judgement": true}', False),
+    ('{"judgement": null}', False),
 ])
-def test_judge_verdicts(text, accepted):
+def test_judge_verdicts_as_upstreams_judging_script_reads_them(text, accepted):
     assert parse_judge_reply(text) is accepted
 
 
 @pytest.mark.parametrize("text, reason", [
     ('```json\n{"judgement": "accepted"}\n```', "not JSON5"),  # upstream strips no fence
     ('{"thought": "hmm"}', 'no "judgement"'),
-    ('{"judgement": "Accepted"}', "not \"accepted\" or \"rejected\""),  # upstream: rejected
-    ('{"judgement": true}', "not \"accepted\" or \"rejected\""),
     ('[{"judgement": "accepted"}]', "an array, not a JSON object"),
     ("", "not JSON5"),
 ])
-def test_a_judge_reply_without_a_clear_verdict_is_asked_again(text, reason):
+def test_a_judge_reply_without_a_verdict_to_read_is_asked_again(text, reason):
     with pytest.raises(ValueError, match=reason):
         parse_judge_reply(text)
+
+
+@pytest.mark.parametrize("text, verdict", [
+    ('{"thought": "t", "judgement": "accepted"}', True),
+    ('{"judgement":"rejected"}', False),  # json.loads needs no space
+    # not JSON: the expression, anywhere, the last match winning
+    ('```json\n{"thought": "t", "judgement": "accepted"}\n```', True),
+    ('I think so.\n{"judgement": "rejected", "thought": "cut', False),
+    ('"judgement": "accepted" ... on second thought "judgement": "rejected"', False),
+    # no verdict: another value parsed by json.loads is not looked for again
+    ('{"judgement": "Accepted"}', None),
+    ('{"judgement": null}', None),
+    ('{"thought": "no verdict"}', None),
+    ('```json\n{"judgement":"accepted"}\n```', None),  # the expression wants one space
+    ("Accepted.", None),
+    ("", None),
+])
+def test_calibration_reads_a_verdict_as_upstreams_scoring_script(text, verdict):
+    assert read_calibration_verdict(text) is verdict

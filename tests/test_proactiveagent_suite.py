@@ -110,8 +110,10 @@ def test_each_event_sees_the_protocol_messages_with_the_models_own_replies(serve
     assert by_last[wrapped(events[3])] == expected
     assert by_last[wrapped(events[0])] == [expected[0], {"role": "user",
                                                          "content": wrapped(events[0])}]
-    # The invalid reply was asked again (4 tries), then recorded as such, never dropped.
-    assert sum(r["messages"][-1]["content"] == wrapped(events[2]) for r in requests) == 4
+    # The invalid reply was asked again (5 tries, upstream's), then recorded as such, never
+    # dropped; neither request names a token limit.
+    assert sum(r["messages"][-1]["content"] == wrapped(events[2]) for r in requests) == 5
+    assert all("max_tokens" not in r for r in requests)
 
 
 def hand_metrics() -> dict[str, dict[str, float]]:
@@ -125,9 +127,10 @@ def hand_metrics() -> dict[str, dict[str, float]]:
             for event in all_traces[name[:-5]]:
                 total += 1
                 text = event["observation"]["event"]
-                if "searches the web" in text:
-                    continue  # an invalid reply: not judged, still an event of the split
-                task = "Help with it" if proposes(text) else None
+                # An invalid reply: upstream keeps the test file's object as the prediction and
+                # its judge judges the literal "candidate_task", a proposal.
+                task = "candidate_task" if "searches the web" in text else \
+                    "Help with it" if proposes(text) else None
                 good = accepts(text, task)
                 tp += task is not None and good
                 fp += task is not None and not good
@@ -166,26 +169,38 @@ def test_metrics_csv_equals_a_hand_computation_and_a_rerun_retries_only_failures
     assert invalid[0]["message"].startswith("invalid model reply: not JSON")
     split_scores = list(csv.DictReader(open(out / "split_scores.csv", encoding="utf-8")))
     coding = next(r for r in split_scores if r["split"] == "demo_coding")
-    assert (coding["events"], coding["scored"], coding["invalid_replies"]) == ("4", "3", "1")
+    # The strict view leaves the failed event out, and says so; it was judged (rejected: its
+    # observation names no failure), as upstream judges it.
+    assert (coding["events"], coding["scored"], coding["invalid_replies"],
+            coding["failed_events"], coding["failed_events_accepted"],
+            coding["failed_events_rejected"]) == ("4", "3", "1", "1", "0", "1")
+    assert (invalid[0]["judged_candidate_task"], invalid[0]["accepted"]) == ("true", "false")
     assert float(coding["f1_ci_low"]) <= float(coding["f1"]) <= float(coding["f1_ci_high"])
 
     fake.reset_counts()
     assert run_cli("run", args(fake, store, out, "--min-coverage", "0.9")) == 0
-    # Only the event whose replies never parsed is asked again (4 tries); nothing is judged.
-    assert dict(fake.calls) == {"agent": 4}
+    # Only the event whose replies never parsed is asked again (5 tries); its judge call on
+    # "candidate_task" is cached.
+    assert dict(fake.calls) == {"agent": 5}
+
+
+def calibration_verdict(last: str, task: str | None) -> bool:
+    return ("error" in last) if task is not None else ("music" in last)
 
 
 def calibration_judge(request: dict) -> Reply:
     """Accepts a proposal when the last observation mentions an error, accepts a null when it
-    mentions music; never gives a verdict on train timetables (asked again, then none)."""
+    mentions music; answers prose on train timetables, "Accepted" (capitalised) on the
+    translator, and its verdict in a ```json fence after prose on the calendar."""
     user = json.loads(request["messages"][1]["content"])
     last = user["Observations (Time Ascending)"][-1]["event"]
     if "timetables" in last:
         return Reply(content="Let me think about it.")
-    task = user["Proposed Task"]
-    verdict = ("error" in last) if task is not None else ("music" in last)
-    return Reply(content=json.dumps({"thought": "t",
-                                     "judgement": "accepted" if verdict else "rejected"}))
+    word = "accepted" if calibration_verdict(last, user["Proposed Task"]) else "rejected"
+    if "translator" in last:
+        word = word.capitalize()
+    body = json.dumps({"thought": "t", "judgement": word})
+    return Reply(content=f"Here it is:\n```json\n{body}\n```" if "calendar" in last else body)
 
 
 def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_test(tmp_path):
@@ -199,18 +214,24 @@ def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_t
                 "--store", str(tmp_path / "store"), "--out", str(tmp_path / "out"),
                 "--min-coverage", "0"]
         assert run_cli("calibrate", argv) == 0
+        # Upstream's scoring script asks once: a reply without a verdict has none, and is
+        # kept (never asked again).
+        assert dict(fake.calls) == {"candidate": len(rows)}, dict(fake.calls)
         fake.reset_counts()
         assert run_cli("calibrate", argv) == 0
-        # Cached, except the example that never got a verdict (asked again, 4 tries).
-        assert dict(fake.calls) == {"candidate": 4}
-    # The authors' arithmetic, by hand: accepted is the positive class against `valid`; a
-    # missing verdict never agrees and counts as a rejection.
+        assert dict(fake.calls) == {}
+    # The authors' arithmetic, by hand: a verdict read as their script reads it (json.loads,
+    # else the expression anywhere: the fenced one is found; "Accepted" is none); accepted is
+    # the positive class against `valid`; a missing verdict never agrees and counts as a
+    # rejection.
     verdicts = []
     for row in rows:
         last = row["obs"][-1]["event"]
-        verdict = None if "timetables" in last else (
-            ("error" in last) if row["pred_task"] is not None else ("music" in last))
+        verdict = None if "timetables" in last or "translator" in last else \
+            calibration_verdict(last, row["pred_task"])
         verdicts.append((row["category"], row["valid"], verdict))
+    assert sum(v is None for _, _, v in verdicts) == 2
+    assert any("calendar" in row["obs"][-1]["event"] for row in rows)
     tp = sum(bool(v) and valid for _, valid, v in verdicts)
     fp = sum(bool(v) and not valid for _, valid, v in verdicts)
     fn = sum(not v and valid for _, valid, v in verdicts)
@@ -222,7 +243,7 @@ def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_t
     assert float(overall["precision"]) == pytest.approx(tp / (tp + fp))
     assert float(overall["recall"]) == pytest.approx(tp / (tp + fn))
     assert float(overall["f1"]) == pytest.approx(2 * tp / (2 * tp + fp + fn))
-    assert int(overall["no_verdict"]) == 1
+    assert (int(overall["no_verdict"]), int(overall["judge_errors"])) == (2, 0)
     for category in {c for c, _, _ in verdicts}:
         mine = [(valid, v) for c, valid, v in verdicts if c == category]
         agree = sum(v is not None and v == valid for valid, v in mine) / len(mine)

@@ -109,7 +109,8 @@ def test_a_missing_file_and_no_network_are_one_line(tmp_path, served, monkeypatc
     assert str(caught.value) == (
         f"cannot download thunlp/ProactiveAgent@50940be8cdf7:eval/script.py (no network: "
         f"127.0.0.1:{port} refused the connection); pass prompt files of your own "
-        "(--eval-system-prompt-file, --judge-prompt), or run once with a network to cache it")
+        "(--eval-system-prompt-file, --judge-prompt, --prompt agent_instruction=FILE, "
+        "--prompt judge_instruction=FILE), or run once with a network to cache it")
 
 
 def serve_prompt_modules(files, monkeypatch, system, step, judge_system, judge_step):

@@ -267,6 +267,9 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
     suite = get_suite(suite_name)  # an unknown name is a one-line error listing the known
     if not args.judge_model and suite_name == DEFAULT_SUITE:
         args = argparse.Namespace(**{**vars(args), "judge_model": PAPER_JUDGE})
+    if args.judge_response_format and not suite.takes_judge_response_format:
+        raise UserError(f"--judge-response-format is not for the {suite_name} suite: its judge "
+                        "is asked as the benchmark's own script asks it")
     if not args.judge_model and suite.needs_judge:
         raise UserError(f"the {suite_name} suite needs --judge-model (an LLM judge, or a reward "
                         "model behind --judge-api-base)")
@@ -279,7 +282,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
                             phases=args.phases),
         samples=args.samples,
         judge_prompt_file=args.judge_prompt,
-        judge_response_format=args.judge_response_format,
+        judge_response_format=args.judge_response_format or "json_schema",
         store=args.store or default_store(),
         database=database_from_args(args),
         out=args.out,
@@ -287,6 +290,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
                                max_attempts=args.max_attempts,
                                retry_base_delay_s=args.retry_delay, rpm=args.rpm,
                                tpm=args.tpm, judge_parse_attempts=args.judge_attempts,
+                               model_parse_attempts=getattr(args, "eval_attempts", None) or 5,
                                down_after_s=args.down_after),
         refresh=args.refresh,
         min_coverage=args.min_coverage,

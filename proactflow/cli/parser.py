@@ -63,14 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(proactiveagent: agent_instruction, judge_instruction; the "
                                 "system prompts have --eval-system-prompt-file and "
                                 "--judge-prompt); repeatable")
-        judge.add_argument("--judge-attempts", type=positive_int, default=4, metavar="N",
+        judge.add_argument("--judge-attempts", type=positive_int, metavar="N",
                            help="judge calls per response while its reply is not a valid "
                                 "verdict (malformed JSON, unknown score), before it becomes a "
-                                "judge_error row (default: 4)")
-        judge.add_argument("--judge-response-format", default="json_schema",
+                                "judge_error row (default: 4; proactiveagent: 10, upstream's)")
+        judge.add_argument("--judge-response-format",
                            choices=("json_schema", "json_object", "none"),
                            help="structured output requested from the judge (default: "
-                                "json_schema; use json_object or none for servers without it)")
+                                "json_schema; use json_object or none for servers without it; "
+                                "not for proactiveagent, whose judge is asked as upstream asks)")
         corpus = sub.add_argument_group("corpus")
         corpus.add_argument("--corpus", metavar="PATH",
                             help="proactbench: a local final_dialogues.jsonl (default: "
@@ -111,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--max-attempts", type=positive_int, default=6, metavar="N",
                          help="tries per call on 429/5xx/timeouts, with exponential backoff "
                               "(default: 6)")
+        if name != "calibrate":
+            run.add_argument("--eval-attempts", type=positive_int, default=5, metavar="N",
+                               help="calls of the model under test per sample while its reply "
+                                    "is not the protocol's format (proactiveagent: not its "
+                                    "JSON, or cut off at the token limit), before the sample "
+                                    "is recorded as failed (default: 5, upstream's)")
         run.add_argument("--retry-delay", type=non_negative_float, default=1.0,
                          metavar="SECONDS",
                          help="first backoff delay, doubled on each retry up to 60 s, with "
@@ -154,16 +161,28 @@ def build_parser() -> argparse.ArgumentParser:
                     "for the published models) as responses and judgments, labelled with their "
                     "model and judge, so they can be reported, compared or re-judged without "
                     "paying for generation. Triggers of the corpus missing from a file are "
-                    "recorded as generation errors.")
-    imports.add_argument("files", nargs="+", metavar="FILE", help="results files to import")
-    imports.add_argument("--corpus", required=True, metavar="PATH",
-                         help="the corpus the results were produced on (final_dialogues.jsonl)")
+                    "recorded as generation errors. With --suite proactiveagent, each DIR is "
+                    "one model's published traces (traces_new/<model>/, from upstream's "
+                    "eval/traces.zip), stored as that model's responses (revision label "
+                    "published-traces) for 'rejudge' to score; events and traces that do not "
+                    "match the test data are counted and listed.")
+    imports.add_argument("files", nargs="+", metavar="FILE",
+                         help="results files to import (proactiveagent: trace folders, DIR)")
+    imports.add_argument("--suite", default=DEFAULT_SUITE, choices=(DEFAULT_SUITE,
+                                                                    "proactiveagent"),
+                         help="whose published results: proactbench (default) or "
+                              "proactiveagent")
+    imports.add_argument("--corpus", metavar="PATH",
+                         help="the corpus the results were produced on (proactbench: "
+                              "final_dialogues.jsonl, required; proactiveagent: the test-data "
+                              "folder, default the pinned upstream commit)")
     add_store_option(imports)
     imports.add_argument("--judge-model", default=PAPER_JUDGE, metavar="NAME",
                          help=f"the judge that labelled the files (default: {PAPER_JUDGE})")
     imports.add_argument("--model", metavar="NAME",
                          help="model name to record (default: the file's evaluated_model, or "
-                              "its file name when that is a placeholder); one FILE only")
+                              "its file name when that is a placeholder; proactiveagent: the "
+                              "folder's name); one FILE only")
     imports.set_defaults(handler=import_command)
 
     report = commands.add_parser(

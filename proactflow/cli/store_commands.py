@@ -18,6 +18,17 @@ def import_command(args: argparse.Namespace) -> int:
     if args.model and len(args.files) > 1:
         raise UserError("--model names one file's model: import the files one at a time")
     store = ArtifactStore(args.store or default_store())
+    if args.suite == "proactiveagent":
+        from ..imports import import_published_traces
+        from .importing import print_traces_import
+
+        for folder in args.files:
+            print_traces_import(import_published_traces(Path(folder), store, corpus=args.corpus,
+                                                        model=args.model))
+        return 0
+    if not args.corpus:
+        raise UserError("import needs --corpus: the final_dialogues.jsonl the results were "
+                        "produced on")
     for file in args.files:
         done = import_results(Path(file), args.corpus, store, judge=args.judge_model,
                               model=args.model)

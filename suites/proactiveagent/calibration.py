@@ -2,8 +2,10 @@
 
 Its samples are the labelled examples (observations so far and a proposed task, or none); the
 "model under test" is the test set itself: each proposal is read from the data, no call is made;
-the candidate judge accepts or rejects each proposal exactly as in a ProactiveBench run (same
-prompts, same message, same parser); the scores are the authors' reward-model table: agreement
+the candidate judge is prompted exactly as in a ProactiveBench run (same prompts, same message)
+and its reply read as upstream's reward-model scoring script reads it (`json.loads`, else the
+`"judgement": "accepted|rejected"` expression anywhere in the text; a reply without a verdict
+is not asked again, it has none); the scores are the authors' reward-model table: agreement
 with the human label per category and overall, accuracy, precision, recall and F1 of
 "accepted". Being a suite, it is cached like everything else: a second judge costs only its own
 calls, and the same judge again costs nothing.
@@ -30,9 +32,11 @@ from . import upstream
 from .calibration_names import CALIBRATION, LABELLED
 from .data import RewardTestRow, read_reward_test_set
 from .metrics import CATEGORIES, CalibrationRow, calibration
-from .suite import JUDGE_SYSTEM, ProactiveAgent
+from .protocol import read_calibration_verdict
+from .rules import JUDGE_INSTRUCTION, JUDGE_SYSTEM
+from .suite import ProactiveAgent
 
-_RUN = ProactiveAgent()
+_RUN = ProactiveAgent(prompts_needed=(JUDGE_SYSTEM, JUDGE_INSTRUCTION))
 
 ALL = "ALL"
 
@@ -59,6 +63,7 @@ class Proposal(BaseModel):
     status: str = Field(description="ok.")
     message: str | None = Field(description="Unused (None).")
     proposed_task: str | None = Field(description="The proposal judged.")
+    proposal_json: str | None = Field(description="The proposal as JSON text; None for none.")
     prompt_tokens: int | None = Field(description="None: no call.")
     completion_tokens: int | None = Field(description="None: no call.")
 
@@ -72,7 +77,9 @@ class CalibrationVerdict(BaseModel):
     judge: str = Field(description="The candidate judge.")
     category: str = Field(description="The example's category.")
     valid: bool = Field(description="The human label.")
-    status: str = Field(description="scored, or judge_error (no verdict after the tries).")
+    status: str = Field(description="scored; no_verdict (the reply holds none as upstream's "
+                                    "scoring script reads it: never asked again); judge_error "
+                                    "(the call failed).")
     accepted: bool | None = Field(description="The judge accepted (None: no verdict).")
     thought: str | None = Field(description="The judge's stated reasoning.")
     message: str | None = Field(description="Why there is no verdict.")
@@ -97,7 +104,20 @@ class CalibrationScore(BaseModel):
     precision: float | None = Field(description="ALL only: TP / (TP + FP), accepted positive.")
     recall: float | None = Field(description="ALL only: TP / (TP + FN).")
     f1: float | None = Field(description="ALL only: 2TP / (2TP + FP + FN).")
-    no_verdict: int = Field(description="Examples without a verdict (counted as rejections).")
+    no_verdict: int = Field(description="Replies without a verdict (never agreeing, counted as "
+                                        "rejections, as upstream's script counts them).")
+    judge_errors: int = Field(default=0, description="Calls that failed (no reply): without a "
+                                                     "verdict too, counted likewise.")
+
+
+def _thought(text: str) -> str | None:
+    """The judge's stated reasoning, when its reply is a JSON object holding one."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    thought = value.get("thought") if isinstance(value, dict) else None
+    return thought if isinstance(thought, str) else None
 
 
 class JudgeCalibration(Suite):
@@ -112,8 +132,12 @@ class JudgeCalibration(Suite):
     group_column = "category"
     sample_noun = "examples"
     sample_key = ("index",)
+    # Version 2: replies read as upstream's scoring script reads them, no_verdict apart.
     stages = StageNames(samples="calibration_examples", responses="calibration_proposals",
-                        judgments="calibration_verdicts", scores="calibration_scores")
+                        judgments="calibration_verdicts", scores="calibration_scores",
+                        versions={"calibration_proposals": 2, "calibration_verdicts": 2,
+                                  "calibration_scores": 2})
+    takes_judge_response_format = False
     tables = Tables(samples=Example, responses=Proposal, judgments=CalibrationVerdict,
                     scores=CalibrationScore)
     error_statuses = ("judge_error",)
@@ -159,6 +183,8 @@ class JudgeCalibration(Suite):
                      role: ModelRole, sample_index: int) -> Proposal:
         return Proposal(index=sample["index"], sample_index=sample_index, model=LABELLED,
                         status="ok", message=None, proposed_task=sample["pred_task"],
+                        proposal_json=None if sample["pred_task"] is None
+                        else json.dumps(sample["pred_task"], ensure_ascii=False),
                         prompt_tokens=None, completion_tokens=None)
 
     def judge_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
@@ -169,19 +195,24 @@ class JudgeCalibration(Suite):
                          ) -> ChatRequest | None:
         return _RUN.judgment_request(sample, response, role, prompts, settings)
 
-    def accept_judge_reply(self, text: str) -> tuple[bool, str | None]:
-        return _RUN.accept_judge_reply(text)
+    def accept_judge_reply(self, text: str) -> bool | None:
+        """Never refuses a reply: one without a verdict is not asked again upstream."""
+        return read_calibration_verdict(text)
 
     def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
                      outcome: ChatOutcome | None, role: ModelRole | None,
                      prompts: Prompts) -> CalibrationVerdict:
         assert outcome is not None and role is not None, "every proposal is judged"
-        accepted, thought = outcome.parsed if outcome.ok else (None, None)
+        accepted = outcome.parsed if outcome.ok else None
+        status = "judge_error" if not outcome.ok else "scored" if accepted is not None \
+            else "no_verdict"
         return CalibrationVerdict(
             index=sample["index"], sample_index=response["sample_index"], model=LABELLED,
             judge=role.model, category=sample["category"], valid=sample["valid"],
-            status="scored" if outcome.ok else "judge_error", accepted=accepted,
-            thought=thought, message=outcome.error, prompt_tokens=outcome.prompt_tokens,
+            status=status, accepted=accepted, thought=_thought(outcome.content or ""),
+            message=outcome.error if not outcome.ok else None if accepted is not None else
+            "no verdict: the reply holds no \"judgement\" of accepted or rejected as upstream's "
+            "scoring script reads it", prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
             attempts=outcome.attempts, judge_prompt_sha256=prompts[JUDGE_SYSTEM].sha256,
             request_key=outcome.request_key)
@@ -192,6 +223,7 @@ class JudgeCalibration(Suite):
                                                          maintain_order=True):
             examples = [CalibrationRow(row["category"], row["valid"], row["accepted"])
                         for row in group.iter_rows(named=True)]
+            statuses = [(row["category"], row["status"]) for row in group.iter_rows(named=True)]
             table = calibration(examples)
             for category in (*CATEGORIES, ALL):
                 part = [e for e in examples if category in (ALL, e.category)]
@@ -204,13 +236,17 @@ class JudgeCalibration(Suite):
                     precision=table["precision"] if overall else None,
                     recall=table["recall"] if overall else None,
                     f1=table["f1"] if overall else None,
-                    no_verdict=sum(e.judge_accepted is None for e in part)).model_dump())
+                    no_verdict=sum(status == "no_verdict" and category in (ALL, c)
+                                   for c, status in statuses),
+                    judge_errors=sum(status == "judge_error" and category in (ALL, c)
+                                     for c, status in statuses)).model_dump())
         return frame_of(pa.Table.from_pylist(rows, schema=arrow_schema(CalibrationScore)))
 
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments["status"]
         return int((status == "scored").sum()), judgments.height, {
-            "judge": int((status == "judge_error").sum())}
+            "judge": int((status == "judge_error").sum()),
+            "no verdict": int((status == "no_verdict").sum())}
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def rate(name: str) -> Callable[[dict[str, Any]], str]:
@@ -220,7 +256,8 @@ class JudgeCalibration(Suite):
                 ("examples", lambda row: str(row["examples"])),
                 ("agreement %", rate("agreement")), ("accuracy %", rate("accuracy")),
                 ("precision %", rate("precision")), ("recall %", rate("recall")),
-                ("F1 %", rate("f1")), ("no verdict", lambda row: str(row["no_verdict"]))]
+                ("F1 %", rate("f1")), ("no verdict", lambda row: str(row["no_verdict"])),
+                ("judge errors", lambda row: str(row["judge_errors"]))]
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

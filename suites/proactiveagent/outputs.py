@@ -1,7 +1,9 @@
-"""Export files of a ProactiveBench run: metrics.csv with upstream's columns (comparable with the
-published results files), split_scores.csv with the counts, what was not scored and the
-intervals, events.csv with every event's proposal and verdict, and metrics.json with the
-provenance."""
+"""Export files of a ProactiveBench run: metrics.csv with upstream's columns computed as upstream's
+scripts compute them (comparable with the published results files: an event whose every attempt
+failed counts as a proposal of "candidate_task"), split_scores.csv with the strict counts (failed
+events left out, counted apart), what was not scored and the intervals, events.csv with every
+event's proposal and verdict (a failed event's verdict marked `judged_candidate_task`), and
+metrics.json with both views and the provenance."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from ...cache.artifacts import write_atomic
 from .scoring import upstream_rows
 
 _EVENT_COLUMNS = ("trace", "event_index", "sample_index", "time", "event", "task_status",
-                  "status", "proposed_task", "accepted", "thought", "message", "response")
+                  "status", "proposed_task", "judged_candidate_task", "accepted", "thought",
+                  "message", "response")
 
 
 def events_table(samples: pl.DataFrame, responses: pl.DataFrame,
@@ -23,8 +26,9 @@ def events_table(samples: pl.DataFrame, responses: pl.DataFrame,
     """One row per (event, sample): what happened, what the agent proposed, the verdict."""
     keys = ["trace", "event_index"]
     return (responses.select(*keys, "sample_index", "proposed_task", "response")
-            .join(judgments.select(*keys, "sample_index", "status", "accepted", "thought",
-                                   "message"), on=[*keys, "sample_index"], how="left")
+            .join(judgments.select(*keys, "sample_index", "status", "judged_candidate_task",
+                                   "accepted", "thought", "message"),
+                  on=[*keys, "sample_index"], how="left")
             .join(samples.select(*keys, "time", "event", "task_status"), on=keys, how="left")
             .sort(*keys, "sample_index").select(_EVENT_COLUMNS))
 
@@ -39,6 +43,11 @@ def write_outputs(out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
     write_atomic(paths["events.csv"],
                  events_table(samples, responses, judgments).write_csv().encode())
     metrics = {"metrics": upstream_rows(scores), "splits": scores.to_dicts(),
+               "failed_events": {row["split"]: row["failed_events"]
+                                 for row in scores.iter_rows(named=True)},
+               "note": "metrics: upstream's view (each failed event a proposal of "
+                       "\"candidate_task\", judged); splits: the strict view (failed events "
+                       "left out of the counts, failed_events says how many)",
                "proactflow": provenance}
     write_atomic(paths["metrics.json"],
                  (json.dumps(metrics, indent=2, ensure_ascii=False) + "\n").encode())

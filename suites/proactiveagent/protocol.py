@@ -79,13 +79,16 @@ class AgentReply(BaseModel):
         "The assistant turn upstream keeps in the chat: Python's default `json.dumps` of the "
         "reply object after normalisation (keys in the model's order; a missing task key is "
         "added last, as null)."))
-    proactive_task: str | None = Field(description=(
-        "The proposed task; None when the reply proposes none (missing, null or \"null\")."))
+    proactive_task: Any = Field(description=(
+        "The proposed task as the reply holds it: a string, or any other JSON value (false, a "
+        "list, a number), which upstream passes on to the judge as it is; None when the reply "
+        "proposes none (missing, null or \"null\")."))
 
 
 def parse_agent_reply(text: str) -> AgentReply:
     """Accept a reply as upstream's runner does, or raise ValueError with a short reason (upstream
-    would ask again, up to five attempts, then skip the event)."""
+    asks again, up to five attempts; then the event keeps the test file's object as its
+    prediction, see FAILED_EVENT_PROPOSAL)."""
     if "```json" in text:
         fenced = _JSON_FENCE.search(text)
         if fenced is None:
@@ -105,13 +108,15 @@ def parse_agent_reply(text: str) -> AgentReply:
         # Assigning keeps a present key in place and appends a missing one, as upstream's does:
         # the history text depends on it.
         value[TASK_KEY] = task = None
-    elif not isinstance(task, str):
-        # Upstream would pass any other value (false, a list) on to the judge as the proposed
-        # task; a proposal that is not text is asked for again instead, and so never judged.
-        raise ValueError(f"{TASK_KEY!r} is {_json_type(task)}, not a string or null")
     if value.get(RESPONSE_KEY) == "null":
         value[RESPONSE_KEY] = None
     return AgentReply(history_text=json.dumps(value), proactive_task=task)
+
+
+FAILED_EVENT_PROPOSAL = "candidate_task"
+"""What upstream's judge is asked about at an event whose every attempt failed: the runner
+leaves the test file's `agent_response` object `{"candidate_task": [...]}` in place, and the
+judging script iterates over it, so its one key becomes the proposal (counted as one)."""
 
 
 def judge_messages(system_prompt: str, instruction: str, observations: Sequence[dict[str, Any]],
@@ -126,22 +131,34 @@ def judge_messages(system_prompt: str, instruction: str, observations: Sequence[
 
 
 def parse_judge_reply(text: str) -> bool:
-    """The judge's verdict, True when it accepts; ValueError when the reply holds none.
-
-    Parsed with json5 as upstream's judging script, the whole reply (a ```json fence is not
-    stripped there either). Upstream counts any `judgement` other than "accepted" as a
-    rejection; here a value that is neither word is no verdict, and the judge is asked again,
-    so a malformed reply never becomes a rejection."""
+    """The judge's verdict as upstream's judging script reads it: the whole reply parsed with
+    json5 (a ```json fence is not stripped), and `judgement == "accepted"` is acceptance, any
+    other value ("Accepted", "accept", "rejected") a rejection. ValueError when the reply has
+    no verdict to read (not JSON5, not an object, no "judgement" key): upstream asks again."""
     try:
         value = json5.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not JSON5 ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not JSON5 ({str(exc)[:200]})") from None
     if not isinstance(value, dict):
         raise ValueError(f"{_json_type(value)}, not a JSON object")
     if "judgement" not in value:
         raise ValueError("no \"judgement\" key")
-    verdict = value["judgement"]
-    if verdict not in ("accepted", "rejected"):
-        raise ValueError(f"judgement is {str(verdict)[:40]!r}, not \"accepted\" or "
-                         "\"rejected\"")
-    return verdict == "accepted"
+    return value["judgement"] == "accepted"
+
+
+_SCORING_VERDICT = re.compile(r'(.*)"judgement": "(accepted|rejected)"', re.DOTALL)
+
+
+def read_calibration_verdict(text: str) -> bool | None:
+    """The verdict as upstream's reward-model scoring script reads a reply (never asking
+    again): `json.loads` and its "judgement"; failing that, the last `"judgement": "accepted"`
+    or `"rejected"` anywhere in the text (inside a ```json fence, after prose, in an
+    unterminated object). None, no verdict, for anything else, including a parsed value other
+    than the two words ("Accepted")."""
+    try:
+        verdict = json.loads(text)["judgement"]
+    except Exception:  # upstream's bare except: any failure falls back to the expression
+        found = _SCORING_VERDICT.match(text)
+        verdict = found.group(2) if found else None
+    return {"accepted": True, "rejected": False}.get(verdict) \
+        if isinstance(verdict, str) else None

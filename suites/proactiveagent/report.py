@@ -22,6 +22,7 @@ from . import upstream
 from .scoring import score_splits
 
 VERDICTS = "proactiveagent_verdicts"
+RESPONSES = "proactiveagent_responses"
 PUBLISHED_SHA256 = {
     "activeagent.csv": "dd6e67c2d395a0a96b7384d08a22a5cf5164a1a07e75e5cfb6a720bec23c00e7",
     "activellama.csv": "5ada8ed62ae4e5f941c7a28903f9891bbf3e29c65981396c2dff444e8ce7af27",
@@ -54,12 +55,27 @@ def leaderboard(store: ArtifactStore, keys: list[str] | None = None, *,
                       if include_incomplete or store.get_by_key(VERDICTS, key).complete)
     frames = []
     for key in keys:
-        scores = score_splits(store.get_by_key(VERDICTS, key).frame())
+        verdicts = store.get_by_key(VERDICTS, key)
+        scores = score_splits(verdicts.frame())
         frames.append(scores.with_columns(
             evaluation=pl.lit(key), source=pl.lit("measured"),
-            label=pl.concat_str("model", pl.lit(" judged by "), "judge",
+            label=pl.concat_str("model", pl.lit(_revision_label(store, verdicts.material())
+                                                + " judged by "), "judge",
                                 pl.lit(f" [{key[:8]}]"))))
     return pl.concat(frames) if frames else pl.DataFrame()
+
+
+def _revision_label(store: ArtifactStore, verdicts_material: dict) -> str:
+    """"@<revision>" of the model under test when its responses carry one (imported published
+    traces: "@published-traces"), so they are told apart from a run of the same model."""
+    responses_key = verdicts_material.get("inputs", {}).get(RESPONSES)
+    try:
+        role = store.material(RESPONSES, responses_key)["settings"]["model_under_test"] \
+            if responses_key else {}
+    except (FileNotFoundError, KeyError, TypeError):
+        return ""
+    revision = role.get("revision") if isinstance(role, dict) else None
+    return f"@{revision}" if revision else ""
 
 
 def published(store: ArtifactStore, folder: Path | None) -> tuple[pl.DataFrame, str]:

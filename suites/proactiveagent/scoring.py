@@ -1,8 +1,12 @@
 """Per-split metrics of ProactiveBench, with upstream's definitions (metrics.py), the counts
 behind them, what was not scored and why, and 95 % bootstrap intervals that resample traces.
 
-A split pools the events of its traces (every sample of every event). Only scored events enter
-TP/FP/TN/FN; `Total Events` is every pooled event, as upstream's script counts it. The events of
+A split pools the events of its traces (every sample of every event). Two views are kept. The
+strict one (split_scores.csv, metrics.json): only scored events enter TP/FP/TN/FN, and the
+events whose every attempt failed are counted apart. Upstream's (metrics.csv, comparable with
+the published files): such an event is a proposal of "candidate_task", a TP or an FP by the
+judge's verdict on it, as upstream's scripts count it. `Total Events` is every pooled event in
+both, as upstream's script counts it. The events of
 one trace are answered in one growing chat and are not independent, so the bootstrap draws
 traces, not events: each replicate draws as many traces as the split has, with replacement.
 """
@@ -17,6 +21,10 @@ import pyarrow as pa
 from ...schemas.arrow import arrow_schema, frame_of
 from .metrics import Counts, split_metrics
 from .tables import SplitScoreRow
+
+FAILED_EVENT_STATUSES = ("generation_error", "invalid_reply", "empty_response",
+                         "truncated_response", "blocked_response")
+"""Verdict statuses of an event whose every attempt failed (upstream: no prediction made)."""
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
@@ -60,9 +68,19 @@ def score_splits(judgments: pl.DataFrame) -> pl.DataFrame:
         f1_low, f1_high = _interval(per_trace, "F1-Score")
         accuracy_low, accuracy_high = _interval(per_trace, "Accuracy")
         status = group["status"]
+        failed = group.filter(pl.col("status").is_in(FAILED_EVENT_STATUSES))
+        if "judged_candidate_task" in failed.columns:  # verdicts stored before version 2 lack it
+            failed = failed.filter(pl.col("judged_candidate_task"))
+            failed_accepted = failed.filter(pl.col("accepted") == True).height  # noqa: E712
+            failed_rejected = failed.filter(pl.col("accepted") == False).height  # noqa: E712
+        else:
+            failed_accepted = failed_rejected = 0
         rows.append(SplitScoreRow(
             model=model, judge=judge, judge_prompt_sha256=prompt, split=split,
-            events=group.height, scored=counts.total, true_positive=counts.true_positive,
+            events=group.height, scored=counts.total,
+            failed_events=int(status.is_in(FAILED_EVENT_STATUSES).sum()),
+            failed_events_accepted=failed_accepted, failed_events_rejected=failed_rejected,
+            true_positive=counts.true_positive,
             false_positive=counts.false_positive, true_negative=counts.true_negative,
             false_negative=counts.false_negative, recall=float(metrics["Recall"]),
             precision=float(metrics["Precision"]), accuracy=float(metrics["Accuracy"]),
@@ -78,13 +96,20 @@ def score_splits(judgments: pl.DataFrame) -> pl.DataFrame:
     return frame_of(pa.Table.from_pylist(rows, schema=arrow_schema(SplitScoreRow)))
 
 
+def upstream_counts(row: dict[str, int]) -> Counts:
+    """The counts upstream's scripts compute from the same replies and verdicts: each failed
+    event a proposal of "candidate_task", accepted (TP) or rejected (FP)."""
+    return Counts(true_positive=row["true_positive"] + row.get("failed_events_accepted", 0),
+                  false_positive=row["false_positive"] + row.get("failed_events_rejected", 0),
+                  true_negative=row["true_negative"], false_negative=row["false_negative"])
+
+
 def upstream_rows(scores: pl.DataFrame) -> list[dict[str, float | int | str]]:
-    """metrics.csv: upstream's columns, one row per split; `Total Events` counts every pooled
+    """metrics.csv: upstream's columns, one row per split, computed as upstream's scripts do
+    (failed events counted as proposals of "candidate_task"); `Total Events` counts every pooled
     event, scored or not, as upstream's script does."""
     out = []
     for row in scores.iter_rows(named=True):
-        out.append({"Category": row["split"], "Recall": row["recall"],
-                    "Precision": row["precision"], "Accuracy": row["accuracy"],
-                    "False-Alarm": row["false_alarm"], "F1-Score": row["f1"],
-                    "Accept Rate": row["accept_rate"], "Total Events": row["events"]})
+        metrics = split_metrics(row["split"], upstream_counts(row))
+        out.append({**metrics, "Total Events": row["events"]})
     return out

@@ -18,7 +18,7 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore
 from ...cache.keys import text_sha256
-from ...chat import ChatOutcome, ChatRequest
+from ...chat import ChatOutcome, ChatRequest, RetryPlan
 from ...errors import UserError
 from ...llm import INVALID_MODEL_REPLY
 from ...schemas.arrow import to_frame
@@ -28,15 +28,17 @@ from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from . import protocol, upstream
 from .data import TraceEvent, read_local_corpus
 from .outputs import write_outputs
+from .rules import (AGENT_INSTRUCTION, AGENT_SYSTEM, JUDGE_INSTRUCTION, JUDGE_SYSTEM,
+                    PROMPT_FLAGS_ORDER, judge_retry, judged_proposal, missing_prompts_hint,
+                    proposal_text)
 from .scoring import score_splits
 from .tables import (AgentResponseRow, AgentStatus, EventRow, SplitScoreRow, VerdictRow,
                      VerdictStatus)
 
-AGENT_SYSTEM, AGENT_INSTRUCTION = "agent_system", "agent_instruction"
-JUDGE_SYSTEM, JUDGE_INSTRUCTION = "judge", "judge_instruction"
 _CARRIED: dict[str, VerdictStatus] = {
     "invalid_reply": "invalid_reply", "empty": "empty_response",
-    "truncated": "truncated_response", "blocked": "blocked_response"}
+    "truncated": "truncated_response", "blocked": "blocked_response",
+    "not_imported": "not_imported"}
 """Response status of a reply that is not judged -> the verdict status it carries."""
 
 
@@ -52,15 +54,23 @@ class ProactiveAgent(Suite):
     group_column = "split"
     sample_noun = "events"
     sample_key = ("trace", "event_index")
+    # Version 2: proposals of any JSON type, failed events judged as upstream judges them.
     stages = StageNames(samples="proactiveagent_events", responses="proactiveagent_responses",
-                        judgments="proactiveagent_verdicts", scores="proactiveagent_metrics")
+                        judgments="proactiveagent_verdicts", scores="proactiveagent_metrics",
+                        versions={"proactiveagent_responses": 2, "proactiveagent_verdicts": 2,
+                                  "proactiveagent_metrics": 2})
     tables = Tables(samples=EventRow, responses=AgentResponseRow, judgments=VerdictRow,
                     scores=SplitScoreRow)
     error_statuses = ("error", "invalid_reply", "generation_error", "judge_error")
+    takes_judge_response_format = False
     main_output = "metrics.csv"
 
-    def __init__(self) -> None:
+    prompts_needed: tuple[str, ...] = PROMPT_FLAGS_ORDER
+    """The prompts a run of this suite sends (named in the offline error when missing)."""
+
+    def __init__(self, prompts_needed: tuple[str, ...] = PROMPT_FLAGS_ORDER) -> None:
         self._loaded_prompts: dict[str, upstream.Prompts] = {}
+        self.prompts_needed = prompts_needed
 
     # The data: a local folder (--corpus DIR), or the pinned upstream commit.
 
@@ -119,32 +129,35 @@ class ProactiveAgent(Suite):
         if reasoning:
             return super().generation_defaults(role, reasoning)
         # Upstream's runner asks at 0.5 (its temperature expression is 0.5 on every attempt);
-        # its judge at 0 (0.5 only for its third and later attempts).
+        # its judge at 0 (0.5 for its third and later attempts: judge_retry). Neither sends a
+        # token limit: the provider's default applies.
         return {"temperature": 0.5 if role == "model_under_test" else 0.0,
-                "max_tokens": 4096, "top_p": None}
+                "max_tokens": None, "top_p": None}
 
-    def _upstream_prompts(self, store: ArtifactStore) -> upstream.Prompts:
+    def _upstream_prompts(self, store: ArtifactStore, hint: str) -> upstream.Prompts:
         """The four pinned prompts, read and checked once per store in this process (each role
         asks for two of them, from the same two upstream modules)."""
         loaded = self._loaded_prompts.get(store.url)
         if loaded is None:
-            loaded = self._loaded_prompts[store.url] = upstream.load_upstream_prompts(store)
+            loaded = self._loaded_prompts[store.url] = upstream.load_upstream_prompts(store, hint)
         return loaded
 
     def _prompt(self, settings: RunSettings, store: ArtifactStore, name: str,
-                upstream_name: str) -> Prompt:
+                upstream_name: str, needed: tuple[str, ...] = PROMPT_FLAGS_ORDER) -> Prompt:
         path = settings.prompt_files.get(name)
         if path:
             return _prompt(upstream.read_prompt_file(path))
-        return _prompt(getattr(self._upstream_prompts(store), upstream_name))
+        return _prompt(getattr(self._upstream_prompts(store, missing_prompts_hint(
+            settings, needed)), upstream_name))
 
     def generation_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
         system = settings.model_under_test.generation.system_prompt
         return Prompts({
             AGENT_SYSTEM: Prompt(system, text_sha256(system), "--eval-system-prompt-file")
-            if system else self._prompt(settings, store, AGENT_SYSTEM, "agent_system"),
+            if system else self._prompt(settings, store, AGENT_SYSTEM, "agent_system",
+                                        self.prompts_needed),
             AGENT_INSTRUCTION: self._prompt(settings, store, AGENT_INSTRUCTION,
-                                            "step_instruction")})
+                                            "step_instruction", self.prompts_needed)})
 
     def episodes(self, samples: pl.DataFrame) -> list[list[int]]:
         by_trace: dict[str, list[int]] = {}
@@ -162,7 +175,9 @@ class ProactiveAgent(Suite):
                    for _, reply in earlier]
         messages = protocol.agent_messages(prompts[AGENT_SYSTEM].text,
                                            prompts[AGENT_INSTRUCTION].text, events, replies)
-        return ChatRequest.build(role, messages, sample_index=sample_index)
+        # Upstream's client raises on a reply cut off at the token limit: asked again.
+        return ChatRequest.build(role, messages, sample_index=sample_index,
+                                 retry=RetryPlan(ask_again_when_truncated=True))
 
     def reply_parser(self) -> Callable[[str], Any] | None:
         return protocol.parse_agent_reply
@@ -182,10 +197,12 @@ class ProactiveAgent(Suite):
                 status, outcome.error = "invalid_reply", f"{INVALID_MODEL_REPLY}: {exc}"
         if status == "error" and (outcome.error or "").startswith(INVALID_MODEL_REPLY):
             status = "invalid_reply"
+        task = reply.proactive_task if reply else None
         return AgentResponseRow(
             trace=sample["trace"], event_index=sample["event_index"], sample_index=sample_index,
             model=role.model, status=status, message=outcome.error, response=outcome.content,
-            proposed_task=reply.proactive_task if reply else None,
+            proposed_task=proposal_text(task),
+            proposal_json=None if task is None else json.dumps(task, ensure_ascii=False),
             history_text=reply.history_text if reply else None,
             finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
@@ -198,20 +215,22 @@ class ProactiveAgent(Suite):
     def judge_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
         system = _prompt(upstream.read_prompt_file(settings.judge_prompt_file)) \
             if settings.judge_prompt_file else \
-            self._prompt(settings, store, JUDGE_SYSTEM, "reward_system")
+            self._prompt(settings, store, JUDGE_SYSTEM, "reward_system", self.prompts_needed)
         return Prompts({JUDGE_SYSTEM: system,
                         JUDGE_INSTRUCTION: self._prompt(settings, store, JUDGE_INSTRUCTION,
-                                                        "reward_instruction")})
+                                                        "reward_instruction",
+                                                        self.prompts_needed)})
 
     def judgment_request(self, sample: dict[str, Any], response: dict[str, Any],
                          role: ModelRole | None, prompts: Prompts, settings: RunSettings
                          ) -> ChatRequest | None:
-        if response["status"] != "ok" or role is None:
+        if role is None or response["status"] == "not_imported":
             return None
         messages = protocol.judge_messages(
             prompts[JUDGE_SYSTEM].text, prompts[JUDGE_INSTRUCTION].text,
-            json.loads(sample["observations_json"]), response["proposed_task"])
-        return ChatRequest.build(role, messages, sample_index=response["sample_index"])
+            json.loads(sample["observations_json"]), judged_proposal(response))
+        return ChatRequest.build(role, messages, sample_index=response["sample_index"],
+                                 retry=judge_retry(role))
 
     def accept_judge_reply(self, text: str) -> tuple[bool, str | None]:
         accepted = protocol.parse_judge_reply(text)
@@ -227,17 +246,28 @@ class ProactiveAgent(Suite):
             model=response["model"],
             judge=role.model if role else "-", judge_prompt_sha256=prompts[JUDGE_SYSTEM].sha256,
             proposed=None, accepted=None, thought=None, prompt_tokens=None,
-            completion_tokens=None, latency_s=None, attempts=0, request_key=None)
+            completion_tokens=None, latency_s=None, attempts=0, request_key=None,
+            judged_candidate_task=response["status"] != "ok" and outcome is not None)
+        carried: VerdictStatus | None = None if response["status"] == "ok" else \
+            _CARRIED.get(response["status"], "generation_error")
         if outcome is None:
-            status: VerdictStatus = _CARRIED.get(response["status"], "generation_error")
-            return VerdictRow(**common, status=status, message=response["message"])
+            return VerdictRow(**common, status=carried or "generation_error",
+                              message=response["message"])
         common.update(prompt_tokens=outcome.prompt_tokens,
                       completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
                       attempts=outcome.attempts, request_key=outcome.request_key,
                       served_model=outcome.served_model,
                       system_fingerprint=outcome.system_fingerprint,
                       litellm_version=outcome.litellm_version,
-                      proposed=response["proposed_task"] is not None)
+                      proposed=judged_proposal(response) is not None)
+        if carried is not None:
+            # A failed event: left out of the strict counts by its status, its verdict on
+            # upstream's "candidate_task" kept for the upstream view (metrics.csv).
+            verdict = outcome.parsed if outcome.ok else (None, None)
+            note = "" if outcome.ok else f"; the judge gave no verdict on \"" \
+                f"{protocol.FAILED_EVENT_PROPOSAL}\" ({outcome.error})"
+            return VerdictRow(**{**common, "accepted": verdict[0], "thought": verdict[1]},
+                              status=carried, message=f"{response['message']}{note}")
         if not outcome.ok:
             return VerdictRow(**common, status="judge_error", message=outcome.error)
         accepted, thought = outcome.parsed
@@ -254,7 +284,7 @@ class ProactiveAgent(Suite):
         return int((status == "scored").sum()), judgments.height, {
             kind: int((status == name).sum()) for kind, name in (
                 ("generation", "generation_error"), ("invalid reply", "invalid_reply"),
-                ("judge", "judge_error"))}
+                ("judge", "judge_error"), ("not imported", "not_imported"))}
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def rate(name: str) -> Callable[[dict[str, Any]], str]:

@@ -2,8 +2,11 @@
 the judge's verdicts, and the per-split metrics.
 
 Every event of every trace has a row in every table: an event whose call failed or whose reply
-was not the protocol's JSON carries a status and a message instead of disappearing (upstream's
-script silently skips it).
+was not the protocol's JSON carries a status and a message instead of disappearing. Upstream
+does not skip such an event either: it keeps the test file's `{"candidate_task": [...]}` as the
+prediction, and its judge judges the literal "candidate_task" as a proposal. That verdict is
+kept beside the status (`judged_candidate_task`), counted in metrics.csv as upstream counts it,
+and left out of the strict counts of split_scores.csv.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ class EventRow(BaseModel):
     splits: list[str] = Field(description="The splits of splits.json holding this trace.")
 
 
-AgentStatus = Literal["ok", "error", "invalid_reply", "empty", "truncated", "blocked"]
+AgentStatus = Literal["ok", "error", "invalid_reply", "empty", "truncated", "blocked",
+                      "not_imported"]
 
 
 class AgentResponseRow(BaseModel):
@@ -42,11 +46,19 @@ class AgentResponseRow(BaseModel):
     status: AgentStatus = Field(
         description="ok; error (the call failed after retries); invalid_reply (no reply was "
                     "the protocol's JSON, after the tries allowed); empty, truncated, blocked "
-                    "(not answers). Only ok replies are judged.")
+                    "(not answers; every one of these is a failed event, judged as upstream "
+                    "judges one); not_imported (an imported model's published traces lack the "
+                    "event: never judged).")
     message: str | None = Field(description="Why the row is not ok.")
     response: str | None = Field(description="The reply as the model wrote it.")
     proposed_task: str | None = Field(
-        description="The 'Proactive Task' of the reply; None when it proposes none.")
+        description="The 'Proactive Task' of the reply; the JSON text of one that is not a "
+                    "string; None when it proposes none.")
+    proposal_json: str | None = Field(
+        default=None,
+        description="The 'Proactive Task' as JSON text, exactly the value the judge is shown "
+                    "(a string, or false, a list, a number, which upstream passes on as they "
+                    "are); None when the reply proposes none, or for a failed event.")
     history_text: str | None = Field(
         description="The reply as it becomes the assistant turn of later events (upstream's "
                     "json.dumps of the parsed object); None for a failed event.")
@@ -62,7 +74,8 @@ class AgentResponseRow(BaseModel):
 
 
 VerdictStatus = Literal["scored", "judge_error", "generation_error", "invalid_reply",
-                        "empty_response", "truncated_response", "blocked_response"]
+                        "empty_response", "truncated_response", "blocked_response",
+                        "not_imported"]
 
 
 class VerdictRow(BaseModel):
@@ -76,12 +89,20 @@ class VerdictRow(BaseModel):
     judge: str = Field(description="Judge (reward model or LLM).")
     status: VerdictStatus = Field(
         description="scored; judge_error; generation_error, invalid_reply, empty_response, "
-                    "truncated_response, blocked_response (the agent's reply is not one to "
-                    "judge). Only scored rows count in the metrics.")
+                    "truncated_response, blocked_response (the agent's every attempt failed: "
+                    "see judged_candidate_task); not_imported (no published prediction). Only "
+                    "scored rows count in split_scores.csv; "
+                    "metrics.csv also counts the failed events' verdicts, as upstream.")
     proposed: bool | None = Field(description="A task was proposed (else the proposal is null).")
     accepted: bool | None = Field(description="The judge accepted the proposal (or the null).")
     thought: str | None = Field(description="The judge's stated reasoning.")
     message: str | None = Field(description="Why the row is not scored.")
+    judged_candidate_task: bool = Field(
+        default=False,
+        description="The agent's every attempt failed, so, as upstream, the judge was asked "
+                    "about the literal proposal \"candidate_task\" (the test file's object "
+                    "kept as the prediction); `proposed` and `accepted` are that verdict, "
+                    "counted in metrics.csv, not in the strict split_scores.csv counts.")
     prompt_tokens: int | None = Field(description="Judge prompt tokens.")
     completion_tokens: int | None = Field(description="Judge completion tokens.")
     latency_s: float | None = Field(description="Wall time of the successful judge call.")
@@ -103,8 +124,18 @@ class SplitScoreRow(BaseModel):
     judge: str = Field(description="Judge.")
     judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
     split: str = Field(description="The split of splits.json (upstream's Category).")
-    events: int = Field(description="Event rows pooled in the split (every sample).")
+    events: int = Field(description="Event rows pooled in the split (every sample): "
+                                    "upstream's Total Events.")
     scored: int = Field(description="Events with a verdict: true + false positives/negatives.")
+    failed_events: int = Field(
+        default=0, description="Events whose every attempt failed (generation errors, invalid "
+                               "replies, non-answers), left out of these counts; upstream "
+                               "counts each as a proposal of \"candidate_task\".")
+    failed_events_accepted: int = Field(
+        default=0, description="Of those, how many the judge accepted (upstream's TP; the "
+                               "others with a verdict its FP): metrics.csv adds them.")
+    failed_events_rejected: int = Field(
+        default=0, description="Of those, how many the judge rejected.")
     true_positive: int = Field(description="A task was proposed and accepted.")
     false_positive: int = Field(description="A task was proposed and rejected.")
     true_negative: int = Field(description="No task was proposed, and the judge agreed.")

@@ -86,7 +86,8 @@ PROMPT_SHA256 = {
 _HINTS = {
     "dataset/test_data/": "pass a local ProactiveBench test-data folder",
     "dataset/reward_data/": "pass a local reward test file",
-    "eval/": "pass prompt files of your own (--eval-system-prompt-file, --judge-prompt)",
+    "eval/": "pass prompt files of your own (--eval-system-prompt-file, --judge-prompt, "
+             "--prompt agent_instruction=FILE, --prompt judge_instruction=FILE)",
 }
 
 
@@ -96,10 +97,11 @@ def _where(path: str, commit: str) -> str:
 
 def fetch_upstream_file(store: ArtifactStore | Path | str, path: str,
                         expected_sha256: str | None = None,
-                        commit: str = UPSTREAM_COMMIT) -> bytes:
+                        commit: str = UPSTREAM_COMMIT, hint: str | None = None) -> bytes:
     """A file of the benchmark's repository at `commit`: from the store's inputs, or downloaded
     once. Its bytes must have `expected_sha256` (by default the pinned one), else nothing is
-    kept. A store may be given as its root."""
+    kept. A store may be given as its root. `hint` says what to do instead when it cannot be
+    downloaded (by default, what the file's folder usually calls for)."""
     expected = expected_sha256 or UPSTREAM_SHA256.get(path)
     if expected is None:
         raise ValueError(f"no pinned sha256 for {path}: pass expected_sha256")
@@ -109,8 +111,8 @@ def fetch_upstream_file(store: ArtifactStore | Path | str, path: str,
     data = store.read_input(cached_name)
     if data is not None and hashlib.sha256(data).hexdigest() == expected:
         return data
-    hint = next((h for prefix, h in _HINTS.items() if path.startswith(prefix)),
-                "use local files")
+    hint = hint or next((h for prefix, h in _HINTS.items() if path.startswith(prefix)),
+                        "use local files")
     url = os.environ.get(UPSTREAM_URL_ENV, UPSTREAM_URL).format(commit=commit, path=path)
     offline = unreachable(url)
     if offline:
@@ -212,13 +214,14 @@ class Prompts(BaseModel):
         description="The instruction closing the judge's user message.")
 
 
-def load_upstream_prompts(store: ArtifactStore | Path) -> Prompts:
-    """The four prompts of the pinned commit, each checked against its pinned sha256."""
+def load_upstream_prompts(store: ArtifactStore | Path, hint: str | None = None) -> Prompts:
+    """The four prompts of the pinned commit, each checked against its pinned sha256; `hint`
+    says what to do instead when they cannot be downloaded."""
     modules: dict[str, str] = {}
     texts: dict[str, PromptText] = {}
     for name, (module, owner, key) in PROMPT_LOCATIONS.items():
         if module not in modules:
-            modules[module] = fetch_upstream_file(store, module).decode("utf-8")
+            modules[module] = fetch_upstream_file(store, module, hint=hint).decode("utf-8")
         text = extract_string(modules[module], module, owner, key)
         digest = text_sha256(text)
         source = _where(module, UPSTREAM_COMMIT) + f" {owner}" + (f"[{key!r}]" if key else "")
