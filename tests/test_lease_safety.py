@@ -68,9 +68,12 @@ async def server_locks(url: str) -> int:
 
 def test_cancelled_claims_leave_nothing_held(backend):
     """Workers of a pool cancelled while their claims are under way (a sibling raised): every
-    claim the store granted meanwhile is given back, so another process takes each key at
-    once (not after the holder ends, nor after a lease's 60 s)."""
-    keys = [f"key {delay} {i}" for delay in (0, 0.001, 0.003, 0.01, 0.03) for i in range(24)]
+    claim granted meanwhile is given back, so another process takes each key at once (not
+    after the holder ends, nor after a lease's 60 s). On PostgreSQL the workers are cancelled
+    at the moments that matter: a lock's round trip under way, and a second look after a
+    claim; on the local cache, while claims wait for the cache's thread."""
+    moments = ["locking", "looking again"] if is_database(backend) else [0, 0.001, 0.01]
+    keys = {moment: [f"key {moment} {i}" for i in range(24)] for moment in moments}
 
     async def claim_and_work(store, key: str) -> None:
         record, claimed = await store.look_or_claim(key, 60)
@@ -80,14 +83,27 @@ def test_cancelled_claims_leave_nothing_held(backend):
             finally:
                 await store.release(key)
 
+    async def until(condition) -> None:
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline, "the moment never came"
+            await asyncio.sleep(0)
+
     async def go() -> None:
         store = store_for(backend)
         try:
             await store.get("warm-up")  # connected, as a running stage is
-            for delay in (0, 0.001, 0.003, 0.01, 0.03):
-                batch = [k for k in keys if k.startswith(f"key {delay} ")]
-                workers = [asyncio.create_task(claim_and_work(store, key)) for key in batch]
-                await asyncio.sleep(delay)
+            for moment in moments:
+                workers = [asyncio.create_task(claim_and_work(store, key))
+                           for key in keys[moment]]
+                if moment == "locking":
+                    db = await store.database()
+                    await until(lambda: db._lock_turn.locked() and -1 in db.held.values())
+                elif moment == "looking again":
+                    db = await store.database()
+                    await until(lambda: any(g > 0 for g in db.held.values()))
+                else:
+                    await asyncio.sleep(moment)
                 for worker in workers:
                     worker.cancel()
                 outcomes = await asyncio.gather(*workers, return_exceptions=True)
@@ -99,7 +115,8 @@ def test_cancelled_claims_leave_nothing_held(backend):
             await store.close()
 
     asyncio.run(go())
-    assert claimed_elsewhere(backend, keys) == len(keys)
+    every_key = [key for moment in moments for key in keys[moment]]
+    assert claimed_elsewhere(backend, every_key) == len(every_key)
 
 
 def test_a_renewal_round_never_takes_back_a_lease_given_back_meanwhile(database):
@@ -241,7 +258,6 @@ def test_slots_never_reattach_a_closed_store(database):
     store's connections, and once every store is closed no connection stays open."""
     import asyncpg
 
-    from proactflow import postgres
     from proactflow.inflight import model_limit
 
     async def open_connections() -> int:
@@ -267,7 +283,6 @@ def test_slots_never_reattach_a_closed_store(database):
         limit.release(await limit.acquire())
         await limit.settled()
         await second.close()
-        assert postgres.attached(database) is None
         deadline = time.monotonic() + 5
         while (still := await open_connections()) != 0:
             assert time.monotonic() < deadline, f"{still} connections left open"
