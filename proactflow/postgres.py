@@ -10,7 +10,10 @@ A process has one `Database` per URL and event loop, shared by its call stores a
 small pool for reads, writes and rate-limit bookings, and one dedicated connection holding every
 lease of the process as a session-level advisory lock. When the process dies, on any host, the
 server ends that session and frees its leases at once (a vanished host: within the TCP
-keepalive time set below, about 25 s).
+keepalive time set below, about 25 s). A statement that can run twice to the same effect (a
+lookup, a first-writer-wins insert, a lock tried) runs once more on a new connection when its
+own was lost under it (a lock to give back went with the lost one), so a server restart or a
+killed backend costs a stage no call it paid for.
 """
 
 from __future__ import annotations
