@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import weakref
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
@@ -39,6 +40,7 @@ POOL_SIZE = 4
 """Connections for reads, writes and bookings: each takes well under a millisecond on a LAN, so
 four serve hundreds of calls in flight."""
 T = TypeVar("T")
+_generations = itertools.count(1)
 _SCHEMA_LOCK = 0x70726f6163740000  # "proact": serialises table creation across processes
 _KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5",
               "tcp_keepalives_count": "3"}
@@ -103,22 +105,32 @@ class Database:
             yield
 
     async def start(self) -> None:
-        import asyncpg
-
         async with self._starting:
             if self._pool is not None:
                 return
             with self.translated():
-                pool = await asyncpg.create_pool(
-                    self.url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_S,
-                    server_settings={"application_name": "proactflow"})
                 try:
-                    async with pool.acquire() as connection:
-                        await self._ensure_schema(connection)
-                except BaseException:
-                    await pool.close()
-                    raise
+                    pool = await self._connect()
+                except Exception as exc:
+                    # Connected, then lost (not refused: that would only be refused again).
+                    if isinstance(exc, OSError) or not connection_lost(exc):
+                        raise
+                    pool = await self._connect()  # the schema's statements can run twice
             self._pool = pool
+
+    async def _connect(self) -> asyncpg.Pool:
+        import asyncpg
+
+        pool = await asyncpg.create_pool(
+            self.url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_S,
+            server_settings={"application_name": "proactflow"})
+        try:
+            async with pool.acquire() as connection:
+                await self._ensure_schema(connection)
+        except BaseException:
+            pool.terminate()
+            raise
+        return pool
 
     @staticmethod
     async def _ensure_schema(connection: asyncpg.Connection) -> None:
@@ -179,7 +191,9 @@ class Database:
             self._locks = await asyncpg.connect(
                 self.url, timeout=CONNECT_TIMEOUT_S,
                 server_settings={"application_name": "proactflow leases", **_KEEPALIVE})
-            self._generation += 1
+            # Unique in the process: a slot taken on a closed Database's connection is never
+            # given back on a later Database's.
+            self._generation = next(_generations)
         return self._locks
 
     async def _on_locks(self, query: str, *args: Any, retry: bool) -> Any:

@@ -153,19 +153,20 @@ def test_a_renewal_round_never_takes_back_a_lease_given_back_meanwhile(database)
 
 
 def test_killed_backends_mid_stage_lose_no_paid_answer(database):
-    """Every backend of the run is killed (pg_terminate_backend) twice while 60 calls are in
-    flight: the calls all finish, every answer paid for is stored, and the next run pays for
-    none of them."""
+    """Every backend of the run is killed (pg_terminate_backend) twice while 80 calls are under
+    way: the calls all finish, every answer paid for is stored, and the next run pays for none
+    of them."""
     import asyncpg
 
     from proactflow.llm import ChatClient, ChatRequest
     from proactflow.pools import run_bounded
     from proactflow.settings import Generation, ModelRole, RuntimeOptions
 
-    with FakeOpenAI({"m": lambda request: Reply(content="answer", delay=0.05)}) as fake:
+    with FakeOpenAI({"m": lambda request: Reply(content="answer", delay=0.1)}) as fake:
         role = ModelRole(model="openai/m", api_base=fake.url,
                          generation=Generation(temperature=0.0, max_tokens=16, top_p=None))
-        requests = [ChatRequest.build(role, [("user", f"question {i}")]) for i in range(60)]
+        requests = [ChatRequest.build(role, [("user", f"question {i}")]) for i in range(80)]
+        answered_at_kills: list[int] = []
 
         async def run_stage(kill: bool) -> list:
             store = store_for(database)
@@ -173,8 +174,11 @@ def test_killed_backends_mid_stage_lose_no_paid_answer(database):
             outsider = await asyncpg.connect(database)
 
             async def killer() -> None:
-                for _ in range(2):
-                    await asyncio.sleep(0.12)
+                # Far apart: a statement is run again once, on a new connection.
+                for answered in (10, 45):
+                    while fake.calls["m"] < answered:
+                        await asyncio.sleep(0.01)
+                    answered_at_kills.append(fake.calls["m"])
                     await outsider.execute(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                         "WHERE application_name LIKE 'proactflow%'")
@@ -191,8 +195,9 @@ def test_killed_backends_mid_stage_lose_no_paid_answer(database):
 
         first = asyncio.run(run_stage(kill=True))
         assert all(outcome.ok for outcome in first)
+        assert all(0 < answered < 80 for answered in answered_at_kills), answered_at_kills
         paid = fake.calls["m"]
-        assert paid == 60
+        assert paid == 80
         again = asyncio.run(run_stage(kill=False))
         assert fake.calls["m"] == paid  # nothing paid twice
         assert all(outcome.from_cache for outcome in again)
