@@ -29,33 +29,20 @@ from urllib.parse import parse_qsl, urlsplit
 from .errors import UserError
 from .leases import undone_if_cancelled
 from .postgres_errors import CONNECT_TIMEOUT_S, connection_lost, translated, where
+from .postgres_schema import ensure_schema
 from .redaction import redact_url
 
 if TYPE_CHECKING:
     import asyncpg
 
 DATABASE_ENV = "PROACTFLOW_DATABASE"
-SCHEMA_VERSION = 1
 POOL_SIZE = 4
 """Connections for reads, writes and bookings: each takes well under a millisecond on a LAN, so
 four serve hundreds of calls in flight."""
 T = TypeVar("T")
 _generations = itertools.count(1)
-_SCHEMA_LOCK = 0x70726f6163740000  # "proact": serialises table creation across processes
 _KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5",
               "tcp_keepalives_count": "3"}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS proactflow_schema (
-    component text PRIMARY KEY,
-    version integer NOT NULL);
-CREATE TABLE IF NOT EXISTS proactflow_calls (
-    request_key text PRIMARY KEY,
-    record jsonb NOT NULL,
-    stored_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS proactflow_pacer (
-    bucket text PRIMARY KEY,
-    next_at double precision NOT NULL);
-"""
 
 
 def default_database() -> str | None:
@@ -126,35 +113,11 @@ class Database:
             server_settings={"application_name": "proactflow"})
         try:
             async with pool.acquire() as connection:
-                await self._ensure_schema(connection)
+                await ensure_schema(connection)
         except BaseException:
             pool.terminate()
             raise
         return pool
-
-    @staticmethod
-    async def _ensure_schema(connection: asyncpg.Connection) -> None:
-        """Tables on first use; the version recorded, so that a later layout can migrate. Only
-        creating needs the right to create tables: a database made by its admin is only read."""
-        import asyncpg
-
-        try:
-            version = await connection.fetchval(
-                "SELECT version FROM proactflow_schema WHERE component = 'proactflow'")
-        except asyncpg.UndefinedTableError:
-            version = None
-        if version is None:
-            async with connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
-                await connection.execute(_SCHEMA)
-                await connection.execute(
-                    "INSERT INTO proactflow_schema VALUES ('proactflow', $1) "
-                    "ON CONFLICT DO NOTHING", SCHEMA_VERSION)
-                version = await connection.fetchval(
-                    "SELECT version FROM proactflow_schema WHERE component = 'proactflow'")
-        if version > SCHEMA_VERSION:
-            raise UserError(f"the database's proactflow tables are at schema version {version}, "
-                            f"newer than this proactflow's {SCHEMA_VERSION}: upgrade proactflow")
 
     @property
     def pool(self) -> asyncpg.Pool:
