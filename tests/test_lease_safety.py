@@ -295,3 +295,36 @@ def test_slots_never_reattach_a_closed_store(database):
 
     asyncio.run(go())
     assert is_database(database)
+
+
+def test_a_claim_cancelled_twice_is_given_back_once_its_answer_arrives():
+    """A caller cancelled again while it waits for its claim's answer does not wait longer:
+    the claim is given back when the answer arrives, and a claim that failed gives back
+    nothing."""
+    from proactflow.leases import undone_if_cancelled
+
+    async def go() -> None:
+        given_back: list[str] = []
+        answers = {key: asyncio.get_running_loop().create_future() for key in ("a", "b")}
+
+        async def give_back(key: str) -> None:
+            given_back.append(key)
+
+        callers = [asyncio.create_task(undone_if_cancelled(
+            answers[key], lambda taken, key=key: give_back(key) if taken else None))
+            for key in ("a", "b")]
+        await asyncio.sleep(0)
+        for _ in range(2):
+            for caller in callers:
+                caller.cancel()
+            await asyncio.sleep(0)
+        outcomes = await asyncio.gather(*callers, return_exceptions=True)
+        assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)
+        assert given_back == []
+        answers["a"].set_result(True)
+        answers["b"].set_exception(UserError("the claim failed"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert given_back == ["a"]
+
+    asyncio.run(go())
