@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import diskcache
 
+from ..leases import undone_if_cancelled
 from .call_thread import CallThread
 
 _HOST = socket.gethostname()
@@ -53,8 +54,11 @@ class CallCache:
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
         """One transaction on each database, always taken in this order (so two processes
-        never wait on each other's second lock)."""
-        with self._results.transact(), self._leases.transact():
+        never wait on each other's second lock). The results commit first: when their commit
+        fails, the leases' transaction is rolled back with it, so a group whose callers were
+        told it failed leaves no claim behind (a failed commit of the leases after the results
+        leaves stored results, which are the first writer's anyway)."""
+        with self._leases.transact(), self._results.transact():
             yield
 
     def get(self, request_key: str) -> dict[str, Any] | None:
@@ -190,13 +194,18 @@ class LocalCallStore:
             partial(self.cache.put, request_key, record, replace=replace), writes=True)
 
     async def claim(self, request_key: str, ttl: float) -> bool:
-        return await self.cache.thread.run(partial(self.cache.claim, request_key, ttl),
-                                           writes=True)
+        return await undone_if_cancelled(
+            self.cache.thread.run(partial(self.cache.claim, request_key, ttl), writes=True),
+            lambda claimed: self.release(request_key) if claimed else None)
 
     async def look_or_claim(self, request_key: str, ttl: float, *, look: bool = True
                             ) -> tuple[dict[str, Any] | None, bool]:
-        return await self.cache.thread.run(
-            partial(self.cache.look_or_claim, request_key, ttl, look=look), writes=True)
+        # The claim runs on the cache's thread even when its caller is cancelled meanwhile:
+        # a lease it took is given back, not left to expire.
+        return await undone_if_cancelled(
+            self.cache.thread.run(partial(self.cache.look_or_claim, request_key, ttl, look=look),
+                                  writes=True),
+            lambda outcome: self.release(request_key) if outcome[1] else None)
 
     async def store_and_release(self, request_key: str, record: dict[str, Any], *,
                                 replace: bool = False) -> dict[str, Any]:

@@ -48,7 +48,8 @@ class PostgresCallStore:
     async def get(self, request_key: str) -> dict[str, Any] | None:
         database = await self.database()
         text = await database.fetchval(
-            "SELECT record::text FROM proactflow_calls WHERE request_key = $1", request_key)
+            "SELECT record::text FROM proactflow_calls WHERE request_key = $1", request_key,
+            idempotent=True)
         return None if text is None else json.loads(text)
 
     async def get_many(self, request_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -58,7 +59,8 @@ class PostgresCallStore:
         for start in range(0, len(keys), _MANY):
             rows = await database.fetch(
                 "SELECT request_key, record::text FROM proactflow_calls "
-                "WHERE request_key = ANY($1::text[])", keys[start:start + _MANY])
+                "WHERE request_key = ANY($1::text[])", keys[start:start + _MANY],
+                idempotent=True)
             found.update((row[0], json.loads(row[1])) for row in rows)
         return found
 
@@ -70,11 +72,13 @@ class PostgresCallStore:
             await database.fetchval(
                 "INSERT INTO proactflow_calls (request_key, record) VALUES ($1, $2::jsonb) "
                 "ON CONFLICT (request_key) DO UPDATE SET record = EXCLUDED.record, "
-                "stored_at = now()", request_key, text)
+                "stored_at = now()", request_key, text, idempotent=True)
             return record
+        # Run again after a lost connection, it may find its own first insert: the record
+        # stored is then this one, read back below.
         inserted = await database.fetchval(
             "INSERT INTO proactflow_calls (request_key, record) VALUES ($1, $2::jsonb) "
-            "ON CONFLICT DO NOTHING RETURNING true", request_key, text)
+            "ON CONFLICT DO NOTHING RETURNING true", request_key, text, idempotent=True)
         if inserted:
             return record
         # A statement of its own: the insert's snapshot may predate the winner's commit.
@@ -91,7 +95,12 @@ class PostgresCallStore:
             return record, False
         if not await self.claim(request_key, ttl):
             return None, False
-        if look and (record := await self.get(request_key)) is not None:
+        try:
+            record = await self.get(request_key) if look else None
+        except BaseException:  # cancelled or failed: nobody would know of the lease
+            await self.release(request_key)
+            raise
+        if record is not None:
             await self.release(request_key)  # stored by the previous holder meanwhile
             return record, False
         return None, True

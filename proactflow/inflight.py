@@ -101,7 +101,8 @@ def model_limit(target: str, ceiling: int, calls: CallStore, coordination: Path 
 
     new: Callable[[], Slots]
     if isinstance(calls, PostgresCallStore):
-        key, new = f"{target}|{calls.url}", partial(PostgresSlots, calls.database, target)
+        key, new = f"{target}|{calls.url}", partial(PostgresSlots, calls.url, calls.database,
+                                                    target)
     else:
         name = hashlib.sha256(target.encode()).hexdigest()[:32]
         path = Path(coordination).resolve() / "slots" / f"{name}.lock"
@@ -111,6 +112,8 @@ def model_limit(target: str, ceiling: int, calls: CallStore, coordination: Path 
     if limit is None:
         limit = by_target[key] = ModelLimit(ceiling, new(), share)
     else:
+        if isinstance(limit._slots, PostgresSlots) and isinstance(calls, PostgresCallStore):
+            limit._slots.store_database = calls.database  # the newest store: the likeliest open
         limit.slot_count = min(limit.slot_count, ceiling)
         if min(share or ceiling, ceiling) < limit.ceiling:
             limit.local.cap(min(share or ceiling, ceiling))

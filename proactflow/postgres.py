@@ -10,47 +10,39 @@ A process has one `Database` per URL and event loop, shared by its call stores a
 small pool for reads, writes and rate-limit bookings, and one dedicated connection holding every
 lease of the process as a session-level advisory lock. When the process dies, on any host, the
 server ends that session and frees its leases at once (a vanished host: within the TCP
-keepalive time set below, about 25 s).
+keepalive time set below, about 25 s). A statement that can run twice to the same effect (a
+lookup, a first-writer-wins insert, a lock tried) runs once more on a new connection when its
+own was lost under it (a lock to give back went with the lost one), so a server restart or a
+killed backend costs a stage no call it paid for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
-import re
-import socket
 import weakref
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from .errors import UserError
-from .redaction import redact, redact_url
+from .leases import undone_if_cancelled
+from .postgres_errors import CONNECT_TIMEOUT_S, connection_lost, translated, where
+from .postgres_schema import ensure_schema
+from .redaction import redact_url
 
 if TYPE_CHECKING:
     import asyncpg
 
 DATABASE_ENV = "PROACTFLOW_DATABASE"
-SCHEMA_VERSION = 1
 POOL_SIZE = 4
 """Connections for reads, writes and bookings: each takes well under a millisecond on a LAN, so
 four serve hundreds of calls in flight."""
-CONNECT_TIMEOUT_S = 10.0
-_SCHEMA_LOCK = 0x70726f6163740000  # "proact": serialises table creation across processes
+T = TypeVar("T")
+_generations = itertools.count(1)
 _KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5",
               "tcp_keepalives_count": "3"}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS proactflow_schema (
-    component text PRIMARY KEY,
-    version integer NOT NULL);
-CREATE TABLE IF NOT EXISTS proactflow_calls (
-    request_key text PRIMARY KEY,
-    record jsonb NOT NULL,
-    stored_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS proactflow_pacer (
-    bucket text PRIMARY KEY,
-    next_at double precision NOT NULL);
-"""
 
 
 def default_database() -> str | None:
@@ -77,41 +69,6 @@ def check_database_url(url: str) -> str:
     return url
 
 
-def where(url: str) -> str:
-    """host:port/database, for messages: never the user name, never a password."""
-    parts = urlsplit(url)
-    try:
-        port: Any = parts.port
-    except ValueError:
-        port = None
-    host = parts.hostname or os.environ.get("PGHOST") or "localhost"
-    port = port or os.environ.get("PGPORT") or 5432
-    name = parts.path.lstrip("/") or os.environ.get("PGDATABASE") or "(default database)"
-    return f"{host}:{port}/{name}"
-
-
-def _reason(exc: BaseException) -> str:
-    import asyncpg
-
-    if isinstance(exc, ConnectionRefusedError):
-        return "refused the connection: is PostgreSQL running there, on that port?"
-    if isinstance(exc, socket.gaierror):
-        return "cannot be reached: the host name does not resolve"
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-        return f"did not answer within {CONNECT_TIMEOUT_S:g} s"
-    if isinstance(exc, OSError):
-        return f"cannot be reached ({exc.strerror or exc})"
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    message = redact(re.sub(r'\b(user|role) "[^"]*"', r'\1 "***"', message))
-    if isinstance(exc, (asyncpg.InvalidPasswordError,
-                        asyncpg.InvalidAuthorizationSpecificationError)):
-        return f"refused the connection: {message} (a password comes from PGPASSWORD or " \
-               "~/.pgpass)"
-    if isinstance(exc, asyncpg.PostgresError):
-        return f"refused: {message}"
-    return f"lost the connection ({message})"
-
-
 class Database:
     """The connections of this process to one database (see the module's docstring). Use
     `attach` and `detach`, which share one per URL and event loop."""
@@ -131,55 +88,36 @@ class Database:
     @contextlib.contextmanager
     def translated(self) -> Iterator[None]:
         """Connection and server errors as one line naming host:port/database."""
-        import asyncpg
-
-        try:
+        with translated(self.where):
             yield
-        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError,
-                asyncpg.InterfaceError) as exc:
-            raise UserError(f"database {self.where} {_reason(exc)}") from None
 
     async def start(self) -> None:
-        import asyncpg
-
         async with self._starting:
             if self._pool is not None:
                 return
             with self.translated():
-                pool = await asyncpg.create_pool(
-                    self.url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_S,
-                    server_settings={"application_name": "proactflow"})
                 try:
-                    async with pool.acquire() as connection:
-                        await self._ensure_schema(connection)
-                except BaseException:
-                    await pool.close()
-                    raise
+                    pool = await self._connect()
+                except Exception as exc:
+                    # Connected, then lost (not refused: that would only be refused again).
+                    if isinstance(exc, OSError) or not connection_lost(exc):
+                        raise
+                    pool = await self._connect()  # the schema's statements can run twice
             self._pool = pool
 
-    @staticmethod
-    async def _ensure_schema(connection: asyncpg.Connection) -> None:
-        """Tables on first use; the version recorded, so that a later layout can migrate. Only
-        creating needs the right to create tables: a database made by its admin is only read."""
+    async def _connect(self) -> asyncpg.Pool:
         import asyncpg
 
+        pool = await asyncpg.create_pool(
+            self.url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_S,
+            server_settings={"application_name": "proactflow"})
         try:
-            version = await connection.fetchval(
-                "SELECT version FROM proactflow_schema WHERE component = 'proactflow'")
-        except asyncpg.UndefinedTableError:
-            version = None
-        if version is None:
-            async with connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
-                await connection.execute(_SCHEMA)
-                await connection.execute(
-                    "INSERT INTO proactflow_schema VALUES ('proactflow', $1) "
-                    "ON CONFLICT DO NOTHING", SCHEMA_VERSION)
-                version = await connection.fetchval(
-                    "SELECT version FROM proactflow_schema WHERE component = 'proactflow'")
-        if version > SCHEMA_VERSION:
-            raise UserError(f"the database's proactflow tables are at schema version {version}, "
-                            f"newer than this proactflow's {SCHEMA_VERSION}: upgrade proactflow")
+            async with pool.acquire() as connection:
+                await ensure_schema(connection)
+        except BaseException:
+            pool.terminate()
+            raise
+        return pool
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -187,13 +125,24 @@ class Database:
             raise RuntimeError("Database used before start()")
         return self._pool
 
-    async def fetchval(self, query: str, *args: Any) -> Any:
-        with self.translated():
-            return await self.pool.fetchval(query, *args)
+    async def fetchval(self, query: str, *args: Any, idempotent: bool = False) -> Any:
+        """`query`'s value; an `idempotent` one runs again on a new connection when the
+        connection was lost under it (a server restart, a killed backend, a network blip)."""
+        return await self._pooled(lambda: self.pool.fetchval(query, *args), idempotent)
 
-    async def fetch(self, query: str, *args: Any) -> list[Any]:
+    async def fetch(self, query: str, *args: Any, idempotent: bool = False) -> list[Any]:
+        return await self._pooled(lambda: self.pool.fetch(query, *args), idempotent)
+
+    async def _pooled(self, statement: Callable[[], Awaitable[T]], idempotent: bool) -> T:
         with self.translated():
-            return await self.pool.fetch(query, *args)
+            try:
+                return await statement()
+            except Exception as exc:
+                if not (idempotent and connection_lost(exc)):
+                    raise
+            # The pool's other idle connections may be gone too (a restarted server): new ones.
+            await self.pool.expire_connections()
+            return await statement()
 
     # Leases: advisory locks on the one connection that holds them all.
 
@@ -205,20 +154,41 @@ class Database:
             self._locks = await asyncpg.connect(
                 self.url, timeout=CONNECT_TIMEOUT_S,
                 server_settings={"application_name": "proactflow leases", **_KEEPALIVE})
-            self._generation += 1
+            # Unique in the process: a slot taken on a closed Database's connection is never
+            # given back on a later Database's.
+            self._generation = next(_generations)
         return self._locks
 
+    async def _on_locks(self, query: str, *args: Any, retry: bool) -> Any:
+        """`query` on the leases' connection, with `_lock_turn` held; when that connection
+        was lost under it, the query runs once more on a new one if `retry` (its locks went with
+        the old one: a new generation), else its value is None."""
+        with self.translated():
+            connection = await self._lock_connection()
+            try:
+                return await connection.fetchval(query, *args)
+            except Exception as exc:
+                if not connection_lost(exc):
+                    raise
+                connection.terminate()  # its state is unknown: none of its locks is kept
+                if not retry:
+                    return None
+            return await (await self._lock_connection()).fetchval(query, *args)
+
     async def try_lock(self, lock_id: int) -> bool:
-        """Take a lease unless another session, or another task of this process, holds it."""
+        """Take a lease unless another session, or another task of this process, holds it. A
+        caller cancelled meanwhile gives back a lease the server granted after all."""
         if lock_id in self.held:
             return False
         self.held[lock_id] = -1  # reserved while the round trip runs
+        return await undone_if_cancelled(
+            self._try_lock(lock_id), lambda taken: self.unlock(lock_id) if taken else None)
+
+    async def _try_lock(self, lock_id: int) -> bool:
         try:
             async with self._lock_turn:
-                with self.translated():
-                    connection = await self._lock_connection()
-                    taken = await connection.fetchval("SELECT pg_try_advisory_lock($1)",
-                                                      lock_id)
+                taken = await self._on_locks("SELECT pg_try_advisory_lock($1)", lock_id,
+                                             retry=True)
         except BaseException:
             self.held.pop(lock_id, None)
             raise
@@ -229,16 +199,30 @@ class Database:
         return bool(taken)
 
     async def keep_lock(self, lock_id: int) -> None:
-        """Take the lease again if the connection that held it was lost; if another process
-        took it meanwhile, carry on: its answer or ours, the first stored wins."""
-        if self.held.get(lock_id) == self._generation and self._locks is not None \
-                and not self._locks.is_closed():
+        """Take the lease again if the connection that held it was lost, unless it was given
+        back meanwhile; if another process took it, carry on: its answer or ours, the first
+        stored wins."""
+        # Shielded: a renewal cancelled mid-round trip still records or gives back its lock.
+        await asyncio.shield(self._keep_lock(lock_id))
+
+    async def _keep_lock(self, lock_id: int) -> None:
+        if self._kept(lock_id):
             return
         async with self._lock_turn:
-            with self.translated():
-                connection = await self._lock_connection()
-                if await connection.fetchval("SELECT pg_try_advisory_lock($1)", lock_id):
+            if self._kept(lock_id):
+                return
+            if await self._on_locks("SELECT pg_try_advisory_lock($1)", lock_id, retry=True):
+                if self.held.get(lock_id, -1) == -1:  # given back during the round trip
+                    await self._on_locks("SELECT pg_advisory_unlock($1)", lock_id, retry=False)
+                else:
                     self.held[lock_id] = self._generation
+
+    def _kept(self, lock_id: int) -> bool:
+        """Whether the lease needs no renewal: held on the live connection, or not ours (given
+        back, or still being taken)."""
+        generation = self.held.get(lock_id, -1)
+        return generation == -1 or generation == self._generation and \
+            self._locks is not None and not self._locks.is_closed()
 
     async def unlock(self, lock_id: int) -> None:
         generation = self.held.pop(lock_id, None)
@@ -247,20 +231,21 @@ class Database:
             async with self._lock_turn:
                 if generation == self._generation and self._locks is not None \
                         and not self._locks.is_closed():
-                    with self.translated():
-                        await self._locks.fetchval("SELECT pg_advisory_unlock($1)", lock_id)
+                    # A lost connection took the lock with it: nothing to give back.
+                    await self._on_locks("SELECT pg_advisory_unlock($1)", lock_id, retry=False)
 
         # Shielded: a cancelled call still gives its lease back.
         await asyncio.shield(unlock())
 
     async def lock_query(self, query: str, *args: Any, of: int | None = None) -> tuple[Any, int]:
-        """`query` on the leases' connection (slots die with it too), and its generation."""
+        """`query` on the leases' connection (slots die with it too), and its generation; a
+        query for connection `of` is not run once that connection is gone, and its locks with
+        it."""
         async with self._lock_turn:
-            if of is not None and of != self._generation:  # the query is for connection `of`
-                return None, self._generation  # that connection is gone, and its locks with it
-            with self.translated():
-                return await (await self._lock_connection()).fetchval(query, *args), \
-                    self._generation
+            if of is not None and of != self._generation:
+                return None, self._generation
+            value = await self._on_locks(query, *args, retry=of is None)
+            return value, self._generation
 
     async def close(self) -> None:
         if self._locks is not None:
@@ -273,6 +258,11 @@ class Database:
 
 _open: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Database]] = \
     weakref.WeakKeyDictionary()
+
+
+def attached(url: str) -> Database | None:
+    """The Database of this process for `url` on the running event loop, if a store uses it."""
+    return _open.get(asyncio.get_running_loop(), {}).get(url)
 
 
 async def attach(url: str) -> Database:

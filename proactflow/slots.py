@@ -20,6 +20,8 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
+from .postgres import attached
+
 if TYPE_CHECKING:
     from .postgres import Database
 
@@ -105,10 +107,15 @@ def _int32(text: str) -> int:
 
 class PostgresSlots:
     """Slots as two-key advisory locks (a space apart from the leases' one-key locks) on the
-    lease connection of a call store's database."""
+    lease connection of the process's Database for `url` (postgres.py). They go with that
+    Database, not with the store that first used them: a store closed since is never attached
+    again (its connections would stay open after every store had closed). `store_database`
+    attaches one (the last store that asked for these slots) when no store has yet."""
 
-    def __init__(self, database: Callable[[], Awaitable[Database]], target: str):
-        self._database = database
+    def __init__(self, url: str, store_database: Callable[[], Awaitable[Database]],
+                 target: str):
+        self._url = url
+        self.store_database = store_database
         self._space = _int32(f"proactflow slots|{target}")
         self._held: list[tuple[int, int]] = []
         """(slot, generation of the lock connection that took it)."""
@@ -133,7 +140,7 @@ class PostgresSlots:
             free = [s for s in ((self._next + i) % count for i in range(count)) if s not in mine]
             if not free:
                 return False
-            database = await self._database()
+            database = attached(self._url) or await self.store_database()
             slot, generation = await database.lock_query(
                 "SELECT s FROM unnest($2::int[]) AS s WHERE pg_try_advisory_lock($1, s) LIMIT 1",
                 self._space, free)
@@ -151,7 +158,9 @@ class PostgresSlots:
         slot, generation = self._held.pop()
 
         async def unlock() -> None:
-            database = await self._database()
+            database = attached(self._url)
+            if database is None:  # every store closed, and the connection with its locks
+                return
             # Only on the connection that took it: a lost connection took its locks along.
             await database.lock_query("SELECT pg_advisory_unlock($1, $2)", self._space, slot,
                                       of=generation)
