@@ -25,7 +25,7 @@ from .generation import (DEFAULT_SUITE, Generation, Role, is_reasoning_model,  #
 from .endpoints import effective_endpoint
 from .limits import MAX_CONCURRENCY, Limits
 from .postgres import check_database_url, default_database
-from .redaction import redact_url, url_has_secrets
+from .redaction import redact_url, unredacted, url_has_secrets
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
 DEFAULT_STORE = ".proactflow"
@@ -67,6 +67,12 @@ class ModelRole(BaseModel):
         """Credentials in an endpoint URL (userinfo, query) never reach a record, a log or
         Prefect's parameters; the process that was given them still calls with them."""
         return redact_url(api_base) if api_base else None
+
+    @field_validator("api_base")
+    @classmethod
+    def _full_url(cls, api_base: str | None) -> str | None:
+        """Back from Prefect's parameters in a process of the sweep: the full URL again."""
+        return unredacted(api_base) if api_base else None
 
     @property
     def endpoint(self) -> str | None:
