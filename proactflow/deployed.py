@@ -4,8 +4,8 @@ the sweep; the sweep waits for them, then reads what they left in the shared sto
 
 The parameters a worker gets are the settings, which hold no secret: each worker reads the keys
 from its own environment (the providers' variables, a role's `api_key_env`), the store's
-credentials from AWS_*, the database's full URL from PROACTFLOW_DATABASE (the parameters show it
-redacted) and its password from PGPASSWORD or ~/.pgpass.
+credentials from AWS_*, and the database's password from PGPASSWORD or ~/.pgpass (its URL, user
+name included, is in the parameters: it holds no password).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ copy of the libraries (a Python process with Prefect, litellm and polars loaded 
   model still share its slots with the sweep.
 - Results come back through the store, as those of a deployment's runs do: each run leaves its
   record there and the sweep reads it (deployed.evaluation_result), writing the exports itself.
-- A child's parameters show endpoint URLs and the database redacted, as Prefect's UI does: the
+- A child's parameters show endpoint URLs with credentials redacted, as Prefect's UI does: the
   full values reach it through its environment (`_child_environment`).
 - A child watches its standard input: when the sweep's process is gone, the pipe closes and the
   child stops as if interrupted, leaving the store consistent as any interrupted run does.
@@ -38,7 +38,6 @@ from typing import Any
 from .deployed import (EvaluationFailed, evaluation_result, state_reason,
                        worker_parameters)
 from .errors import UserError
-from .postgres import DATABASE_ENV
 from .redaction import FULL_URLS_ENV, full_urls
 from .limits import target as limit_target
 from .settings import RunSettings
@@ -176,16 +175,15 @@ async def _exit_status(child: subprocess.Popen[bytes]) -> int:
 
 
 def _child_environment(api_url: str, runs: list[RunSettings]) -> dict[str, str]:
-    """The sweep's environment, with its server and the full values that the runs' parameters
-    show redacted: the database URL, and endpoint URLs holding credentials (userinfo, a query
-    string), which a child would otherwise call masked."""
+    """The sweep's environment, with its server and the full values of what the runs'
+    parameters show redacted: endpoint URLs holding credentials (userinfo, a query string),
+    which a child would otherwise call masked."""
     env = dict(os.environ)
     env["PREFECT_API_URL"] = api_url  # the sweep's server, temporary or not
-    if runs[0].database:
-        env[DATABASE_ENV] = runs[0].database
     try:
-        env[FULL_URLS_ENV] = full_urls(role.api_base for settings in runs
-                                       for role in settings.roles.values())
+        env[FULL_URLS_ENV] = full_urls(
+            (role.api_base for settings in runs for role in settings.roles.values()),
+            "the evaluations cannot run in several processes (processes = 1)")
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return env

@@ -70,15 +70,16 @@ def url_has_secrets(url: str) -> bool:
     return "@" in parts.netloc or bool(parts.query)
 
 
-def full_urls(urls: Iterable[str | None]) -> str:
+def full_urls(urls: Iterable[str | None], refused: str) -> str:
     """The value of $PROACTFLOW_FULL_URLS for processes that call `urls`; a one-line ValueError
-    when two of them differ only in what redaction hides (a process could not tell which)."""
+    ending with `refused` when two of them differ only in what redaction hides (a process
+    could not tell which)."""
     secret = sorted({url for url in urls if url and url_has_secrets(url)})
     shown: dict[str, str] = {}
     for url in secret:
         if (other := shown.setdefault(redact_url(url), url)) != url:
             raise ValueError(f"endpoints {redact_url(url)} differ only in their credentials: "
-                             "the evaluations cannot run in several processes (processes = 1)")
+                             + refused)
     return json.dumps(secret)
 
 

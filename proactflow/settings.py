@@ -195,7 +195,7 @@ class RunSettings(BaseModel):
         description="PostgreSQL URL (postgresql://user@host:port/db, default "
                     "$PROACTFLOW_DATABASE) holding the per-call cache, its leases and the rate "
                     "limits, exact across hosts; None: the store's own, for one host. Never a "
-                    "password (PGPASSWORD, ~/.pgpass); shown redacted; in no key.")
+                    "password (PGPASSWORD, ~/.pgpass); in no key.")
     out: str | None = Field(default=None, description="Folder for CSV/JSON exports.")
     runtime: RuntimeOptions = Field(default_factory=RuntimeOptions, description="Call options.")
     refresh: Refresh | None = Field(
@@ -212,11 +212,8 @@ class RunSettings(BaseModel):
     def _no_password(cls, database: str | None) -> str | None:
         return check_database_url(database) if database else None
 
-    @field_serializer("database")
-    def _database_redacted(self, database: str | None) -> str | None:
-        """Records, logs and Prefect's parameters show it without user name or query values;
-        this process still connects with the URL it was given."""
-        return redact_url(database) if database else None
+    # Records and Prefect's parameters hold the URL as given: with no password in it (refused
+    # above), its user name is no secret, and a deployment's worker needs it to connect.
     @field_validator("store")
     @classmethod
     def _store_without_secrets(cls, value: str) -> str:
