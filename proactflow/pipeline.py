@@ -122,28 +122,6 @@ def _report(spec: ArtifactSpec, reused: bool, complete: bool, started: float, ro
                        calls or {})
 
 
-def _rows_of_reused(found: Artifact | None) -> pl.DataFrame | None:
-    """The rows of a stored output a run chose to reuse, or None when `proactflow gc` removed
-    it since the choice: the stage then computes it again (from the call cache) instead of
-    failing."""
-    if found is None:
-        return None
-    try:
-        return found.frame()
-    except FileNotFoundError:
-        return None
-
-
-def _still_stored(found: Artifact) -> bool:
-    """Whether a chosen output is still there (its footer read): for samples, whose rows this
-    process may hold already (`shared_samples`)."""
-    try:
-        found.material()
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def _incomplete(suite: Suite, frame: pl.DataFrame) -> bool:
     return not frame.filter(pl.col("status").is_in(list(suite.error_statuses))).is_empty()
 
@@ -157,7 +135,8 @@ def materialize_samples(suite: Suite, settings: RunSettings, store: ArtifactStor
     source = source or suite.locate(settings, store)
     spec = samples_spec(suite, settings, source)
     found = store.get(spec)
-    if found is not None and _still_stored(found):
+    # Samples' rows may be in this process already (shared_samples): their footer is looked at.
+    if found is not None and found.still_stored():
         return found, _report(spec, True, True, started, shared_samples(found).height)
     frame = suite.build_samples(settings, source)
     artifact = store.put(spec, conform(frame, suite.tables.samples))
@@ -195,7 +174,9 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
     spec = responses_spec(suite, settings, samples_artifact.key, prompts)
     try:
         found = None if settings.refreshes("responses") else store.get(spec)
-        reused = _rows_of_reused(found) if found is not None and found.complete else None
+        # A stored output gc removed since it was chosen is computed again (from the call
+        # cache), not a failed run.
+        reused = found.rows_if_stored() if found is not None and found.complete else None
         if found is not None and reused is not None:
             frame = reused
             if stream is not None:
@@ -285,7 +266,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     source: pl.DataFrame | RowStream
     if isinstance(responses_in, Artifact):
         found = None if settings.refreshes("judgments") else store.get(spec)
-        reused = _rows_of_reused(found) if found is not None and found.complete \
+        reused = found.rows_if_stored() if found is not None and found.complete \
             and responses_in.complete else None
         if found is not None and reused is not None:
             return found, _report(spec, True, True, started, reused.height)
@@ -314,7 +295,7 @@ def materialize_scores(suite: Suite, store: ArtifactStore, judgments_artifact: A
     started = time.monotonic()
     spec = scores_spec(suite, judgments_artifact.key)
     found = None if recompute else store.get(spec)
-    reused = _rows_of_reused(found) if found is not None and found.complete \
+    reused = found.rows_if_stored() if found is not None and found.complete \
         and judgments_artifact.complete else None
     if found is not None and reused is not None:
         return found, _report(spec, True, True, started, reused.height)
