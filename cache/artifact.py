@@ -92,6 +92,22 @@ class Artifact:
         with storage.errors(), storage.open_input(self.name) as handle:
             return pl.read_parquet(handle, columns=columns)
 
+    def rows_if_stored(self) -> pl.DataFrame | None:
+        """Its rows, or None when it is gone (`proactflow gc` removed it after a run chose to
+        reuse it: the run computes it again)."""
+        try:
+            return self.frame()
+        except FileNotFoundError:
+            return None
+
+    def still_stored(self) -> bool:
+        """Whether its file is still there (its footer read, not its rows)."""
+        try:
+            self.material()
+        except FileNotFoundError:
+            return False
+        return True
+
     def material(self) -> dict[str, Any]:
         """The key material it was stored with (stage, version, input keys, settings)."""
         return json.loads(read_metadata(storage_for(self.store), self.name)

@@ -4,8 +4,8 @@ the sweep; the sweep waits for them, then reads what they left in the shared sto
 
 The parameters a worker gets are the settings, which hold no secret: each worker reads the keys
 from its own environment (the providers' variables, a role's `api_key_env`), the store's
-credentials from AWS_*, the database's full URL from PROACTFLOW_DATABASE (the parameters show it
-redacted) and its password from PGPASSWORD or ~/.pgpass.
+credentials from AWS_*, and the database's password from PGPASSWORD or ~/.pgpass (its URL, user
+name included, is in the parameters: it holds no password).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -132,11 +131,16 @@ async def _wait(client: Any, submitted: list[Submitted], pool: str, default_queu
                 timeout: float, logger: Any) -> dict[uuid.UUID, str | None]:
     """Run id -> None when it completed, else why not. A run still scheduled in a queue that no
     worker has polled for `timeout` seconds (counted from now at the earliest) is cancelled, so
-    a worker started later does not run it unasked."""
+    a worker started later does not run it unasked.
+
+    Whether a worker polled is whether the queue's `last_polled` moved: that time is the
+    server's clock, which this host's may be minutes off, so it is only ever compared with
+    itself; the seconds without a move are counted here, on this host's monotonic clock."""
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.states import Cancelled
 
-    since = datetime.now(timezone.utc)
+    polls: dict[str, tuple[Any, float]] = {}
+    """Queue -> its `last_polled` when first seen so, and when (time.monotonic()) that was."""
     outcome: dict[uuid.UUID, str | None] = {}
     pending = {s.run_id: s for s in submitted}
     while pending:
@@ -154,11 +158,12 @@ async def _wait(client: Any, submitted: list[Submitted], pool: str, default_queu
                 del pending[run.id]
             elif run.state is None or run.state.is_scheduled():
                 waiting.setdefault(pending[run.id].queue, []).append(run.id)
-        now = datetime.now(timezone.utc)
         for queue, queued in waiting.items():
             found = await client.read_work_queue_by_name(queue, work_pool_name=pool)
-            polled = max(since, found.last_polled or since)
-            if now - polled <= timedelta(seconds=timeout):
+            seen = polls.get(queue)
+            if seen is None or seen[0] != found.last_polled:  # first look, or a worker polled
+                polls[queue] = seen = (found.last_polled, time.monotonic())
+            if time.monotonic() - seen[1] <= timeout:
                 continue
             # A worker started without --work-queue serves every queue of the pool.
             command = f"prefect worker start --pool {pool}" + \

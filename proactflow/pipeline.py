@@ -34,8 +34,6 @@ from .suites import get_suite
 from .suites.base import DataSource, Prompts, Suite
 
 
-
-
 @dataclass
 class StageReport:
     """How one stage went in this run."""
@@ -143,8 +141,9 @@ def materialize_samples(suite: Suite, settings: RunSettings, store: ArtifactStor
     source = source or suite.locate(settings, store)
     spec = samples_spec(suite, settings, source)
     found = store.get(spec)
-    if found is not None:
-        return found, _report(spec, True, True, started, found.frame().height)
+    # Samples' rows may be in this process already (shared_samples): their footer is looked at.
+    if found is not None and found.still_stored():
+        return found, _report(spec, True, True, started, shared_samples(found).height)
     frame = suite.build_samples(settings, source)
     artifact = store.put(spec, conform(frame, suite.tables.samples))
     return artifact, _report(spec, False, True, started, frame.height)
@@ -181,8 +180,11 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
     spec = responses_spec(suite, settings, samples_artifact.key, prompts)
     try:
         found = None if settings.refreshes("responses") else store.get(spec)
-        if found is not None and found.complete:
-            frame = found.frame()
+        # A stored output gc removed since it was chosen is computed again (from the call
+        # cache), not a failed run.
+        reused = found.rows_if_stored() if found is not None and found.complete else None
+        if found is not None and reused is not None:
+            frame = reused
             if stream is not None:
                 for row in frame.iter_rows(named=True):
                     stream.put(row)
@@ -272,8 +274,10 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     total: int | None
     if isinstance(responses_in, Artifact):
         found = None if settings.refreshes("judgments") else store.get(spec)
-        if found is not None and found.complete and responses_in.complete:
-            return found, _report(spec, True, True, started, found.frame().height)
+        reused = found.rows_if_stored() if found is not None and found.complete \
+            and responses_in.complete else None
+        if found is not None and reused is not None:
+            return found, _report(spec, True, True, started, reused.height)
         source = responses_in.frame()
         total = source.height
     else:
@@ -299,8 +303,10 @@ def materialize_scores(suite: Suite, store: ArtifactStore, judgments_artifact: A
     started = time.monotonic()
     spec = scores_spec(suite, judgments_artifact.key)
     found = None if recompute else store.get(spec)
-    if found is not None and found.complete and judgments_artifact.complete:
-        return found, _report(spec, True, True, started, found.frame().height)
+    reused = found.rows_if_stored() if found is not None and found.complete \
+        and judgments_artifact.complete else None
+    if found is not None and reused is not None:
+        return found, _report(spec, True, True, started, reused.height)
     frame = suite.score(judgments_artifact.frame())
     artifact = store.put(spec, conform(frame, suite.tables.scores),
                          complete=judgments_artifact.complete)

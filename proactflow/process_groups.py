@@ -19,6 +19,8 @@ copy of the libraries (a Python process with Prefect, litellm and polars loaded 
   model still share its slots with the sweep.
 - Results come back through the store, as those of a deployment's runs do: each run leaves its
   record there and the sweep reads it (deployed.evaluation_result), writing the exports itself.
+- A child's parameters show endpoint URLs with credentials redacted, as Prefect's UI does: the
+  full values reach it through its environment (`_child_environment`).
 - A child watches its standard input: when the sweep's process is gone, the pipe closes and the
   child stops as if interrupted, leaving the store consistent as any interrupted run does.
 """
@@ -35,7 +37,8 @@ from typing import Any
 
 from .deployed import (EvaluationFailed, evaluation_result, state_reason,
                        worker_parameters)
-from .postgres import DATABASE_ENV
+from .errors import UserError
+from .redaction import FULL_URLS_ENV, full_urls
 from .limits import target as limit_target
 from .settings import RunSettings
 
@@ -117,11 +120,11 @@ _prestarted: list[subprocess.Popen[bytes]] = []
 """Children started before the sweep's flow (`prestart`), waiting for their run ids."""
 
 
-def prestart(count: int, api_url: str, database: str | None) -> None:
+def prestart(count: int, api_url: str, runs: list[RunSettings]) -> None:
     """Start `count` child processes now: their imports (about 5 s of CPU) overlap the sweep's
     checks, and they wait for their run ids on standard input. Those left unused stop when the
     sweep's process ends (their input closes)."""
-    env = _child_environment(api_url, database)
+    env = _child_environment(api_url, runs)
     _prestarted.extend(_spawn([], env) for _ in range(count))
 
 
@@ -171,11 +174,18 @@ async def _exit_status(child: subprocess.Popen[bytes]) -> int:
     return code
 
 
-def _child_environment(api_url: str, database: str | None) -> dict[str, str]:
+def _child_environment(api_url: str, runs: list[RunSettings]) -> dict[str, str]:
+    """The sweep's environment, with its server and the full values of what the runs'
+    parameters show redacted: endpoint URLs holding credentials (userinfo, a query string),
+    which a child would otherwise call masked."""
     env = dict(os.environ)
     env["PREFECT_API_URL"] = api_url  # the sweep's server, temporary or not
-    if database:  # the parameters hold it redacted; the child connects with the full URL
-        env[DATABASE_ENV] = database
+    try:
+        env[FULL_URLS_ENV] = full_urls(
+            (role.api_base for settings in runs for role in settings.roles.values()),
+            "the evaluations cannot run in several processes (processes = 1)")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     return env
 
 
@@ -192,7 +202,7 @@ async def run_in_processes(runs: list[RunSettings], processes: int, logger: Any
     own, *others = plan
     async with get_client() as client:
         ids = await _create_runs(client, [runs[i] for group in others for i in group])
-        env = _child_environment(str(client.api_url), runs[0].database)
+        env = _child_environment(str(client.api_url), runs)
         run_ids = iter(ids)
         planned = [[(i, next(run_ids)) for i in group] for group in others]
         children = _children([[run_id for _, run_id in group] for group in planned], env)

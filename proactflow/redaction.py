@@ -7,13 +7,19 @@ whatever its name), and the userinfo or query string of an endpoint URL.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from typing import Iterable
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
 _named_secrets: set[str] = set()
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s@]+@", re.IGNORECASE)
+FULL_URLS_ENV = "PROACTFLOW_FULL_URLS"
+"""A JSON list of endpoint URLs that hold credentials, for a process that gets its settings
+redacted (a sweep's child processes, the runs of `serve`): the full URL each redacted one
+stands for."""
 _URL_QUERY_VALUE = re.compile(r"(?P<lead>[a-z][a-z0-9+.-]*://[^\s?#]*\?)(?P<query>[^\s#]*)",
                               re.IGNORECASE)
 
@@ -62,3 +68,30 @@ def redact_url(url: str) -> str:
 def url_has_secrets(url: str) -> bool:
     parts = urlsplit(url)
     return "@" in parts.netloc or bool(parts.query)
+
+
+def full_urls(urls: Iterable[str | None], refused: str) -> str:
+    """The value of $PROACTFLOW_FULL_URLS for processes that call `urls`; a one-line ValueError
+    ending with `refused` when two of them differ only in what redaction hides (a process
+    could not tell which)."""
+    secret = sorted({url for url in urls if url and url_has_secrets(url)})
+    shown: dict[str, str] = {}
+    for url in secret:
+        if (other := shown.setdefault(redact_url(url), url)) != url:
+            raise ValueError(f"endpoints {redact_url(url)} differ only in their credentials: "
+                             + refused)
+    return json.dumps(secret)
+
+
+def unredacted(url: str) -> str:
+    """`url`, or when it arrived redacted (from Prefect's parameters), the full URL it stands
+    for in $PROACTFLOW_FULL_URLS; a ValueError when that is not known here, so that a masked
+    URL is never called (under the keys of the real one)."""
+    if not url_has_secrets(url) or redact_url(url) != url or "***" not in url:
+        return url
+    known = [full for full in json.loads(os.environ.get(FULL_URLS_ENV) or "[]")
+             if redact_url(full) == url]
+    if len(known) != 1:
+        raise ValueError(f"the endpoint {url} arrived redacted and {FULL_URLS_ENV} holds no "
+                         "full URL for it here: a masked URL is never called")
+    return str(known[0])

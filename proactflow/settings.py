@@ -25,7 +25,7 @@ from .generation import (DEFAULT_SUITE, Generation, Role, is_reasoning_model,  #
 from .endpoints import effective_endpoint
 from .limits import MAX_CONCURRENCY, Limits
 from .postgres import check_database_url, default_database
-from .redaction import redact_url, url_has_secrets
+from .redaction import redact_url, unredacted, url_has_secrets
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
 DEFAULT_STORE = ".proactflow"
@@ -67,6 +67,12 @@ class ModelRole(BaseModel):
         """Credentials in an endpoint URL (userinfo, query) never reach a record, a log or
         Prefect's parameters; the process that was given them still calls with them."""
         return redact_url(api_base) if api_base else None
+
+    @field_validator("api_base")
+    @classmethod
+    def _full_url(cls, api_base: str | None) -> str | None:
+        """Back from Prefect's parameters in a process of the sweep: the full URL again."""
+        return unredacted(api_base) if api_base else None
 
     @property
     def endpoint(self) -> str | None:
@@ -202,7 +208,7 @@ class RunSettings(BaseModel):
         description="PostgreSQL URL (postgresql://user@host:port/db, default "
                     "$PROACTFLOW_DATABASE) holding the per-call cache, its leases and the rate "
                     "limits, exact across hosts; None: the store's own, for one host. Never a "
-                    "password (PGPASSWORD, ~/.pgpass); shown redacted; in no key.")
+                    "password (PGPASSWORD, ~/.pgpass); in no key.")
     out: str | None = Field(default=None, description="Folder for CSV/JSON exports.")
     runtime: RuntimeOptions = Field(default_factory=RuntimeOptions, description="Call options.")
     refresh: Refresh | None = Field(
@@ -219,11 +225,8 @@ class RunSettings(BaseModel):
     def _no_password(cls, database: str | None) -> str | None:
         return check_database_url(database) if database else None
 
-    @field_serializer("database")
-    def _database_redacted(self, database: str | None) -> str | None:
-        """Records, logs and Prefect's parameters show it without user name or query values;
-        this process still connects with the URL it was given."""
-        return redact_url(database) if database else None
+    # Records and Prefect's parameters hold the URL as given: with no password in it (refused
+    # above), its user name is no secret, and a deployment's worker needs it to connect.
     @field_validator("store")
     @classmethod
     def _store_without_secrets(cls, value: str) -> str:

@@ -11,6 +11,10 @@ What stays:
 Of a kept artifact, the versions a newer one replaced (an incomplete output since completed, a
 version a --refresh asked again) go once that newer one is past the grace period too.
 
+A run may reuse an artifact between the plan and the removal: each one is looked at again
+right before its files go, and one used meanwhile is kept (a run that still finds it gone,
+reusing it in the instant between that look and the removal, computes it again: pipeline.py).
+
 Records go first, artifacts after: a crash in between leaves unreferenced artifacts for the next
 gc, never a record naming an artifact that is gone. The per-call cache (`<store>/calls`) is not
 touched: it is what makes a re-run free, and it holds no run's results.
@@ -58,6 +62,12 @@ class Collection:
     one, leftovers)."""
     superseded: int = 0
     """Replaced versions of kept artifacts among `files`."""
+    unneeded: list[StoredKey] = field(default_factory=list)
+    """The artifacts to remove, as listed when planned (their files are among `files`)."""
+    recent_cut: float = 0.0
+    """An artifact written or reused at or after this time (seconds since the epoch) stays."""
+    reused_meanwhile: int = 0
+    """Artifacts planned for removal that a run reused before gc reached them: kept."""
 
 
 def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
@@ -132,14 +142,38 @@ def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
         [PurePosixPath(f"artifacts/{f.stage}/{f.key}.parquet") for f in removable
          if f.versions or f.incomplete],
         len(needed), [PurePosixPath(e.name) for e in leftovers],
-        sum(e.size for e in files), files, len(superseded))
+        sum(e.size for e in files), files, len(superseded),
+        [f for f in removable if f.versions or f.incomplete], recent_cut)
+
+
+def _used_since(store: ArtifactStore, planned: StoredKey, cut: float) -> bool:
+    now = store.stored_key(planned.stage, planned.key)
+    return bool(now.files) and now.modified >= cut
 
 
 def collect(store: ArtifactStore, collection: Collection) -> None:
-    """Remove what `plan_collection` chose: records first, then artifacts."""
+    """Remove what `plan_collection` chose: records first, then artifacts, each looked at again
+    just before its files go (one a run reused since the plan stays, and `collection` then
+    says so)."""
     for record in collection.removed_runs:
         store.remove_record(record.name)
-    store.remove(collection.files)
+    of_keys = {entry.name for found in collection.unneeded for entry in found.files}
+    for found in collection.unneeded:
+        if _used_since(store, found, collection.recent_cut):
+            _spare(collection, found)
+        else:
+            store.remove(found.files)
+    store.remove([entry for entry in collection.files if entry.name not in of_keys])
+
+
+def _spare(collection: Collection, found: StoredKey) -> None:
+    names = {entry.name for entry in found.files}
+    collection.files = [entry for entry in collection.files if entry.name not in names]
+    collection.freed_bytes -= sum(entry.size for entry in found.files)
+    collection.removed_artifacts.remove(
+        PurePosixPath(f"artifacts/{found.stage}/{found.key}.parquet"))
+    collection.kept_artifacts += 1
+    collection.reused_meanwhile += 1
 
 
 def _size(count: int) -> str:
@@ -161,6 +195,8 @@ def summary_lines(collection: Collection, dry_run: bool) -> list[str]:
                     if collection.superseded else "")
                  + (f" and {len(collection.leftovers)} unfinished writes"
                     if collection.leftovers else "")
+                 + (f" ({collection.reused_meanwhile} planned artifacts kept: a run reused "
+                    "them meanwhile)" if collection.reused_meanwhile else "")
                  + f", {_size(collection.freed_bytes)}; kept "
                  f"{len(collection.kept_runs)} runs and {collection.kept_artifacts} artifacts")
     return lines

@@ -188,9 +188,7 @@ class SweepConfig(BaseModel):
     def _no_password(cls, database: str | None) -> str | None:
         return check_database_url(database) if database else None
 
-    @field_serializer("database")
-    def _database_redacted(self, database: str | None) -> str | None:
-        return redact_url(database) if database else None
+    # Sent as given (serve's runs read it from Prefect's parameters): it holds no password.
     @field_validator("store")
     @classmethod
     def _store_without_secrets(cls, value: str | None) -> str | None:

@@ -170,6 +170,7 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length") or 0)
                 request = json.loads(self.rfile.read(length) or b"{}")
                 request["_authorization"] = self.headers.get("Authorization", "")
+                request["_path"] = self.path
                 model = request.get("model", "")
                 with fake._lock:
                     fake.calls[model] += 1

@@ -21,7 +21,8 @@ import pytest
 from fake_openai import PerMinuteLimit, Reply
 from prefect_cluster import (GPU_MODELS, evaluate_runs, local_cluster, local_leftovers, optional,
                              sweep, sweep_file, wait_until, worker_of)
-from replay import scaled_corpus, synthetic_judge, synthetic_model
+from replay import (JUDGE_PROMPT, SAMPLE_CORPUS, scaled_corpus, synthetic_judge,
+                    synthetic_model)
 
 MODELS = ("gen", "synth", "synth2", "synth3")
 
@@ -72,8 +73,8 @@ def test_a_sweep_on_two_workers(cluster, fake, tmp_path):
     sent = json.dumps([r["parameters"] for r in runs])  # what the workers were given
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert cluster["store_env"].get(name, "absent") not in sent
-    if cluster["database"]:  # redacted: each worker's PROACTFLOW_DATABASE supplies it
-        assert cluster["database"] not in sent and "postgresql://***@" in sent
+    if cluster["database"]:  # with its user name: no secret, and what the workers connect to
+        assert cluster["database"] in sent
     assert len({r["infrastructure_pid"] for r in runs}) == len(MODELS)
     waited = [datetime.fromisoformat(r["start_time"]) -
               datetime.fromisoformat(r["expected_start_time"]) for r in runs]
@@ -241,3 +242,103 @@ def test_a_deleted_run_fails_its_pair_and_the_sweep_ends(cluster, fake, tmp_path
         running.kill()
     assert running.returncode == 1
     assert "FAILED  openai/gen judged by openai/judge2: its flow run was deleted" in out
+
+
+
+def _skewed(monkeypatch, hours: float) -> None:
+    """This host's clock `hours` off the server's, as `deployed` reads it."""
+    from datetime import timedelta, timezone
+
+    from proactflow import deployed
+
+    class Skewed(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.now(tz or timezone.utc) + timedelta(hours=hours)
+
+    monkeypatch.setattr(deployed, "datetime", Skewed, raising=False)
+
+
+def _one_pair(fake, tmp_path):
+    from proactflow.sweeps import SweepConfig
+
+    return SweepConfig.model_validate({
+        "deployment": "evaluate/evaluate", "store": str(tmp_path / "store"),
+        "corpus": str(SAMPLE_CORPUS), "judge_prompt": str(JUDGE_PROMPT), "limit": 1,
+        "judges": [{"model": "openai/judge2", "api_base": fake.url}],
+        "models": [{"model": "openai/gen", "api_base": fake.url}]})
+
+
+def _on_cluster(cluster, work):
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def run():
+        async with get_client() as client:
+            return await work(client)
+
+    with temporary_settings({PREFECT_API_URL: cluster["url"]}):
+        return asyncio.run(run())
+
+
+def test_a_sweep_host_whose_clock_is_behind_the_servers_still_times_out(
+        cluster, fake, tmp_path, monkeypatch):
+    """Whether a queue is served is whether its `last_polled` (the server's clock) moves: a
+    queue polled once, then by no worker, times out however far behind this host's clock is."""
+    import asyncio
+    import logging
+    from datetime import timezone
+
+    from proactflow import deployed
+
+    _skewed(monkeypatch, -2)
+    config = _one_pair(fake, tmp_path)
+
+    async def unserved(client) -> dict:
+        pool = (await deployed.find_deployment(client, config.deployment)).work_pool_name
+        await deployed._ensure_queue(client, pool, "gone")
+        found = await client.read_work_queue_by_name("gone", work_pool_name=pool)
+        await client.update_work_queue(found.id, last_polled=datetime.now(timezone.utc))
+        sent = await deployed._submit(client, config.deployment, f"skew-{uuid.uuid4()}", 0,
+                                      config.runs()[0], "gone")
+        return await asyncio.wait_for(deployed._wait(
+            client, [sent], pool, "default", 3.0, logging.getLogger("test")), timeout=120)
+
+    reason, = _on_cluster(cluster, unserved).values()
+    assert reason.startswith("no worker took it from work queue 'gone'"), reason
+
+
+def test_a_sweep_host_whose_clock_is_ahead_waits_while_workers_poll(
+        cluster, fake, tmp_path, monkeypatch):
+    """A run waiting in a queue that a worker keeps polling (here the queue takes no run for a
+    while, as when its workers are busy) is not cancelled, whatever this host's clock says."""
+    import asyncio
+    import logging
+
+    from proactflow import deployed
+
+    _skewed(monkeypatch, 2)
+    config = _one_pair(fake, tmp_path)
+    timeout = 6.0
+
+    async def held_then_served(client) -> tuple:
+        pool = (await deployed.find_deployment(client, config.deployment)).work_pool_name
+        await deployed._ensure_queue(client, pool, "gpu")
+        queue = await client.read_work_queue_by_name("gpu", work_pool_name=pool)
+        await client.update_work_queue(queue.id, concurrency_limit=0)
+        try:
+            sent = await deployed._submit(client, config.deployment, f"skew-{uuid.uuid4()}", 0,
+                                          config.runs()[0], "gpu")
+            waiting = asyncio.ensure_future(deployed._wait(
+                client, [sent], pool, "default", timeout, logging.getLogger("test")))
+            await asyncio.sleep(3 * timeout)  # beyond the timeout, the worker polling
+            held = await client.read_flow_run(sent.run_id)
+        finally:
+            await client.update_work_queue(queue.id, concurrency_limit=None)
+        return held, await asyncio.wait_for(waiting, timeout=120)
+
+    held, outcome = _on_cluster(cluster, held_then_served)
+    assert held.state.is_scheduled(), held.state
+    assert list(outcome.values()) == [None], outcome  # taken once the queue let it go

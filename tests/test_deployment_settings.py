@@ -29,7 +29,7 @@ def test_what_workers_get_holds_no_secret_and_no_local_folder(tmp_path, monkeypa
     assert settings.store == str(tmp_path / "store")  # a worker resolves nothing in its folder
     assert settings.corpus.path == str(tmp_path / "dialogues.jsonl")
     sent = worker_parameters(settings)["settings"]
-    assert sent["database"] == "postgresql://***@db.lan:5432/proactflow"
+    assert sent["database"] == "postgresql://proactflow@db.lan:5432/proactflow"
     assert sent["out"] is None and settings.out == str(tmp_path / "out" / "openai_m__gpt-5.4")
     assert config.work_queues() == ["gpu1", None]
 
@@ -78,3 +78,22 @@ def test_a_prefect_server_out_of_reach_is_one_line(tmp_path):
     assert done.returncode == 2 and done.stderr == (
         f"proactflow: error: cannot reach the Prefect server at {url} (All connection attempts "
         "failed): start it ('prefect server start') or correct PREFECT_API_URL\n")
+
+
+def test_a_worker_gets_the_database_url_with_its_user_name(tmp_path, monkeypatch):
+    """The user name is no secret (issue #20, item 9): a worker without PROACTFLOW_DATABASE
+    connects with the URL its parameters hold; a password is still refused there."""
+    from proactflow.deployed import worker_parameters
+    from proactflow.settings import RunSettings
+    from proactflow.sweeps import SweepConfig
+
+    monkeypatch.delenv("PROACTFLOW_DATABASE", raising=False)
+    url = "postgresql://proactflow@db.lan:5432/proactflow"
+    config = SweepConfig.model_validate({
+        "deployment": "evaluate/evaluate", "store": str(tmp_path), "database": url,
+        "judges": [{"model": "gpt-5.4"}], "models": [{"model": "gpt-4o-mini"}]})
+    sent = worker_parameters(config.runs()[0])["settings"]
+    assert RunSettings.model_validate(sent).database == url  # what the worker's run uses
+    with pytest.raises(Exception, match="must not hold a password: give it in PGPASSWORD"):
+        RunSettings.model_validate({**sent, "database": url.replace("proactflow@",
+                                                                    "proactflow:pw@")})

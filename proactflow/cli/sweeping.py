@@ -9,7 +9,8 @@ from typing import Any
 
 from ..errors import UserError
 from ..gcpolicy import freeze_start_up_heap
-from ..postgres import DATABASE_ENV, check_database_url
+from ..postgres import check_database_url
+from ..redaction import FULL_URLS_ENV, full_urls
 from .prefect_api import api_url, prefect_api, start_temporary_server
 from .running import quiet_console_tracebacks, quiet_temporary_server
 
@@ -92,7 +93,7 @@ def _prestart_process_groups(config: Any, runs: list[Any]) -> None:
     url = api_url()
     processes = process_count_of(config, runs)
     if url and processes > 1:
-        prestart(processes - 1, url, runs[0].database)
+        prestart(processes - 1, url, runs)
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -101,9 +102,13 @@ def serve_command(args: argparse.Namespace) -> int:
     from ..sweeps import load_sweep
 
     config = load_sweep(args.config)
-    if config.database:
-        # Its parameters show the URL redacted: the flow runs of this process find it here.
-        os.environ[DATABASE_ENV] = config.database
+    # Its parameters show endpoint URLs with credentials masked: its runs find them here.
+    try:
+        os.environ[FULL_URLS_ENV] = full_urls(
+            (entry.api_base for entry in [*config.models, *config.judges]),
+            "a schedule's runs could not tell them apart")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     if not PREFECT_API_URL.value():
         raise UserError("schedules need a running Prefect server: start 'prefect server start' "
                         "and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
