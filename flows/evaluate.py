@@ -19,7 +19,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import acreate_link_artifact, acreate_table_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.runtime import flow_run
+from prefect.runtime import deployment, flow_run
 
 from proactflow.cache.artifacts import Artifact
 from proactflow.pipeline import (StageReport, materialize_judgments, materialize_responses,
@@ -27,6 +27,7 @@ from proactflow.pipeline import (StageReport, materialize_judgments, materialize
                                  open_store, responses_ready, stored_responses, suite_of,
                                  with_endpoint_fingerprints)
 from proactflow.pools import run_together
+from proactflow.postgres import check_database_url, default_database
 from proactflow.records import run_provenance, usage_and_cost, write_run_record
 from proactflow.settings import RunSettings
 from proactflow.streaming import RowStream
@@ -80,6 +81,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "model"
 
 
+def on_this_machine(settings: RunSettings) -> RunSettings:
+    """A deployment's run uses the database its parameters name, unless the worker's own
+    PROACTFLOW_DATABASE points at another one (a replica near the worker, say)."""
+    own = default_database()
+    if deployment.id is None or not own or own == settings.database:
+        return settings
+    return settings.model_copy(update={"database": check_database_url(own)})
+
+
 def run_name() -> str:
     settings = flow_run.parameters.get("settings")
     if isinstance(settings, dict):
@@ -96,7 +106,7 @@ async def _run(settings: RunSettings, *, regenerate: bool,
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
     settings = with_endpoint_fingerprints(
-        settings, ("model_under_test", "judge") if regenerate else ("judge",))
+        on_this_machine(settings), ("model_under_test", "judge") if regenerate else ("judge",))
     suite, store = suite_of(settings), open_store(settings)
     names = suite.stages
     # The UI shows each stage under the name of the table it writes.

@@ -97,3 +97,22 @@ def test_a_worker_gets_the_database_url_with_its_user_name(tmp_path, monkeypatch
     with pytest.raises(Exception, match="must not hold a password: give it in PGPASSWORD"):
         RunSettings.model_validate({**sent, "database": url.replace("proactflow@",
                                                                     "proactflow:pw@")})
+
+
+def test_a_worker_points_its_runs_at_another_database_only_with_its_own_variable(monkeypatch):
+    """A deployment's run connects where its parameters say; a worker's PROACTFLOW_DATABASE
+    is needed only to send its runs elsewhere. Outside a deployment the variable changes
+    nothing that the run's settings name (a sweep's child processes, a local run)."""
+    from proactflow.flows.evaluate import on_this_machine
+    from proactflow.settings import RunSettings
+
+    sent = RunSettings(model_under_test={"model": "m"}, judge={"model": "j"},
+                       database="postgresql://proactflow@db.lan:5432/proactflow")
+    replica = "postgresql://proactflow@replica.lan:5432/proactflow"
+    monkeypatch.delenv("PROACTFLOW_DATABASE", raising=False)
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "a-deployment")
+    assert on_this_machine(sent).database == sent.database  # the parameters' URL
+    monkeypatch.setenv("PROACTFLOW_DATABASE", replica)
+    assert on_this_machine(sent).database == replica
+    monkeypatch.delenv("PREFECT__RUNTIME__DEPLOYMENT__ID")
+    assert on_this_machine(sent).database == sent.database  # not a deployment's run
