@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from browser import Browser, chromium_path  # noqa: E402
 from run_benchmark import build_corpus  # noqa: E402
 
-from proactflow.evaluations import Evaluation  # noqa: E402
-from proactflow.sources import read_corpus_file  # noqa: E402
+from proactflow.results.evaluations import Evaluation  # noqa: E402
+from proactflow.suites.sources import read_corpus_file  # noqa: E402
 from proactflow.suites.proactbench.triggers import build_triggers  # noqa: E402
-from proactflow.viewer import write_viewer  # noqa: E402
+from proactflow.results.viewer import write_viewer  # noqa: E402
 
 MODELS = 16
 

@@ -36,7 +36,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import UserError
+from ..common.errors import UserError
 from .artifact import (AFTER_METADATA, COMPLETE_METADATA, KEY_METADATA, Artifact, ArtifactSpec,
                        StoredKey, encode, read_metadata, storage_for)
 from .keys import content_key

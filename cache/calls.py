@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import diskcache
 
-from ..leases import undone_if_cancelled
+from ..limits.leases import undone_if_cancelled
 from .call_thread import CallThread
 
 _HOST = socket.gethostname()

@@ -3,7 +3,7 @@
 Results live in one table, keyed by the request; the first writer wins (`INSERT ... ON CONFLICT
 DO NOTHING`, then the winner is read), unless a refresh replaces it. A lease is a session-level
 advisory lock, keyed by 64 bits of the request key, on the one connection of this process that
-holds them all (see proactflow/postgres.py): the server frees it the moment that connection
+holds them all (see proactflow/common/postgres.py): the server frees it the moment that connection
 ends, however the process ended, so a lease needs no time to live and renewing costs nothing.
 """
 
@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any, Sequence
 
-from ..postgres import Database, attach, check_database_url, detach
+from ..common.postgres import Database, attach, check_database_url, detach
 
 _MANY = 1000  # keys per round trip when a plan counts cached calls
 

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 import fsspec
 
-from ..errors import UserError
-from ..redaction import redact
+from ..common.errors import UserError
+from ..common.redaction import redact
 
 
 def is_url(location: str | Path) -> bool:

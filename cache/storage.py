@@ -28,8 +28,8 @@ from typing import Any, Iterator
 
 from fsspec.implementations.local import LocalFileSystem
 
-from ..errors import UserError
-from ..redaction import url_has_secrets
+from ..common.errors import UserError
+from ..common.redaction import url_has_secrets
 from .remote import check_bucket, is_url, open_filesystem, problem, s3_code
 
 _CONFLICT_RETRIES = 5

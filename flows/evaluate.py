@@ -22,15 +22,15 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import deployment, flow_run
 
 from proactflow.cache.artifacts import Artifact
-from proactflow.pipeline import (StageReport, materialize_judgments, materialize_responses,
-                                 materialize_samples, materialize_scores, open_call_cache,
-                                 open_store, responses_ready, stored_responses, suite_of,
-                                 with_endpoint_fingerprints)
-from proactflow.pools import run_together
-from proactflow.postgres import check_database_url, default_database
-from proactflow.records import run_provenance, usage_and_cost, write_run_record
-from proactflow.settings import RunSettings
-from proactflow.streaming import RowStream
+from proactflow.common.postgres import check_database_url, default_database
+from proactflow.config.settings import RunSettings
+from proactflow.run.pipeline import (StageReport, materialize_judgments, materialize_responses,
+                                     materialize_samples, materialize_scores, open_call_cache,
+                                     open_store, responses_ready, stored_responses, suite_of,
+                                     with_endpoint_fingerprints)
+from proactflow.run.records import run_provenance, usage_and_cost, write_run_record
+from proactflow.stages.pools import run_together
+from proactflow.stages.streaming import RowStream
 from proactflow.suites.base import Prompts
 
 

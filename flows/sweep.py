@@ -12,14 +12,14 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
-from proactflow.deployed import run_evaluations
+from proactflow.config.settings import RunSettings
 from proactflow.flows.evaluate import evaluate
-from proactflow.pipeline import suite_of
-from proactflow.process_groups import process_count, run_in_processes
-from proactflow.progress import coverage_problem
-from proactflow.settings import RunSettings
+from proactflow.run.pipeline import suite_of
+from proactflow.run.progress import coverage_problem
 from proactflow.suites import found_by_other_processes
-from proactflow.sweeps import SweepConfig
+from proactflow.sweeps.deployed import run_evaluations
+from proactflow.sweeps.process_groups import process_count, run_in_processes
+from proactflow.sweeps.sweep_file import SweepConfig
 
 BOOTSTRAP_SEED = 0
 

@@ -6,7 +6,7 @@ import os as _os
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # Before the heavy imports (Prefect, litellm): collect garbage less often (gcpolicy.py).
-from . import gcpolicy as _gcpolicy  # noqa: E402
+from .common import gcpolicy as _gcpolicy  # noqa: E402
 
 _gcpolicy.tune()
 

@@ -2,7 +2,7 @@
 
 Each stage module is named after the table it produces and splits its work in three: the suite
 plans each request (pure: rows in, a request out), the stage executes the requests through the
-one edge to providers (proactflow/llm.py: the per-call cache, leases, pacing, retries), and the
+one edge to providers (proactflow/providers/llm.py: the per-call cache, leases, pacing, retries), and the
 suite interprets each outcome into a typed row (pure). Artifact keys name the suite's stage and
 version, so changing what a suite computes means bumping its version in `Suite.stages`.
 """

@@ -16,12 +16,12 @@ from typing import Any, Callable
 import polars as pl
 from pydantic import BaseModel
 
-from ..llm import ChatClient
-from ..pools import run_pool
+from ..config.settings import ModelRole, RunSettings
+from ..providers.llm import ChatClient
 from ..schemas.arrow import to_frame
-from ..settings import ModelRole, RunSettings
-from ..streaming import RowStream
 from ..suites.base import Prompts, Suite
+from .pools import run_pool
+from .streaming import RowStream
 
 
 async def judge_responses(suite: Suite, samples: pl.DataFrame,

@@ -14,11 +14,11 @@ from typing import Any, Callable
 import polars as pl
 from pydantic import BaseModel
 
-from ..llm import ChatClient
-from ..pools import run_bounded
+from ..config.settings import ModelRole
+from ..providers.llm import ChatClient
 from ..schemas.arrow import to_frame
-from ..settings import ModelRole
 from ..suites.base import Prompts, Step, Suite
+from .pools import run_bounded
 
 
 async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRole,

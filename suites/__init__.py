@@ -12,7 +12,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from ..errors import UserError
+from ..common.errors import UserError
 
 if TYPE_CHECKING:
     from .base import Suite

@@ -4,7 +4,7 @@ A suite declares what differs between benchmarks and nothing else: where its sam
 how the model under test is prompted (including how its context evolves over an episode), how a
 reply is read, how it is scored (an LLM judge, a reward model behind an OpenAI-compatible
 endpoint, or a deterministic check) and how scores aggregate into groups. The stages
-(stages/), the one edge to providers (proactflow/llm.py), the artifact store and per-call cache
+(stages/), the one edge to providers (proactflow/providers/llm.py), the artifact store and per-call cache
 (cache/), the flows and the CLI are written once for every suite:
 
     samples ──plan──► requests ──execute──► outcomes ──interpret──► responses
@@ -21,7 +21,7 @@ A suite can also declare an environment: a sample is then shown again and again,
 computed from the replies so far (`another_step`, `step_limit`), and every step is a responses
 row numbered by `step_column`. The stages and the plan need nothing else: a killed run replays
 an episode's steps from the per-call cache and continues where it stopped. Messages may hold
-images (proactflow.content): keyed and stored by their hash, sent as data URLs.
+images (proactflow.providers.content): keyed and stored by their hash, sent as data URLs.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ import polars as pl
 from pydantic import BaseModel
 
 from ..cache.artifacts import ArtifactStore
-from ..chat import ChatOutcome, ChatRequest
-from ..settings import ModelRole, RunSettings
-from ..sources import Prompt
+from ..config.settings import ModelRole, RunSettings
+from ..providers.chat import ChatOutcome, ChatRequest
+from .sources import Prompt
 
 
 @dataclass(frozen=True)

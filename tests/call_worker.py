@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from proactflow.cache.calls import CallStore, open_call_store
-from proactflow.ratelimit import Pacer, open_pacer
+from proactflow.limits.ratelimit import Pacer, open_pacer
 
 
 def is_database(spec: str) -> bool:
@@ -59,8 +59,8 @@ async def hold(spec: str, key: str) -> None:
 
 
 async def call(spec: str, url: str, text: str) -> None:
-    from proactflow.llm import ChatClient, ChatRequest
-    from proactflow.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.providers.llm import ChatClient, ChatRequest
 
     role = ModelRole(model="openai/m", api_base=url,
                      generation=Generation(temperature=0.0, max_tokens=16, top_p=None))
@@ -76,7 +76,7 @@ async def call(spec: str, url: str, text: str) -> None:
 
 
 async def free(spec: str, target: str, count: int) -> None:
-    from proactflow.inflight import model_limit
+    from proactflow.limits.inflight import model_limit
 
     store = store_for(spec)
     limit = model_limit(target, count, store, coordination_for(spec))
@@ -94,10 +94,10 @@ async def free(spec: str, target: str, count: int) -> None:
 
 
 async def load(spec: str, url: str, name: str, ceiling: int, calls: int) -> None:
-    from proactflow.inflight import model_limit
-    from proactflow.limits import target
-    from proactflow.llm import ChatClient, ChatRequest
-    from proactflow.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.limits.inflight import model_limit
+    from proactflow.limits.model_limits import target
+    from proactflow.providers.llm import ChatClient, ChatRequest
 
     role = ModelRole(model="openai/m", api_base=url,
                      generation=Generation(temperature=0.0, max_tokens=16, top_p=None))
@@ -120,7 +120,7 @@ async def load(spec: str, url: str, name: str, ceiling: int, calls: int) -> None
 
 
 async def grab(spec: str, target: str, count: int) -> None:
-    from proactflow.inflight import model_limit
+    from proactflow.limits.inflight import model_limit
 
     store = store_for(spec)
     limit = model_limit(target, count, store, coordination_for(spec))

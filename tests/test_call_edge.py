@@ -10,12 +10,12 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply
 from proactflow.cache.calls import CallCache
-from proactflow.chat import NO_KEY_PLACEHOLDER
-from proactflow.endpoints import effective_endpoint, normalise_endpoint
-from proactflow.errors import EndpointDown
-from proactflow.llm import ChatClient, ChatRequest
-from proactflow.redaction import redact, register_secret_variable
-from proactflow.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.common.errors import EndpointDown
+from proactflow.common.redaction import redact, register_secret_variable
+from proactflow.config.endpoints import effective_endpoint, normalise_endpoint
+from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.providers.chat import NO_KEY_PLACEHOLDER
+from proactflow.providers.llm import ChatClient, ChatRequest
 from proactflow.suites.proactbench.judgments import parse_judge_reply
 
 FAST = RuntimeOptions(retry_base_delay_s=0.01, max_attempts=4)

@@ -11,8 +11,8 @@ import time
 
 from fake_openai import FakeOpenAI, Reply
 from proactflow.cache.calls import CallCache, LocalCallStore, open_call_store
-from proactflow.llm import ChatClient, ChatRequest
-from proactflow.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.providers.llm import ChatClient, ChatRequest
 
 
 def test_the_loop_keeps_running_while_another_process_holds_the_write_lock(tmp_path):
@@ -126,7 +126,7 @@ def test_stores_of_one_directory_share_one_cache_until_the_last_closes(tmp_path)
 
 
 def test_a_prestarted_process_group_ends_quietly_when_no_runs_come():
-    child = subprocess.Popen([sys.executable, "-m", "proactflow.process_group"],
+    child = subprocess.Popen([sys.executable, "-m", "proactflow.sweeps.process_group"],
                              stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     # An empty input: the sweep ended before its flow, or needed this process no more.
     _, errors = child.communicate(b"", timeout=120)

@@ -9,10 +9,10 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply
 from proactflow.cache.calls import CallCache
-from proactflow.errors import EndpointDown, ProviderRejected
-from proactflow.llm import ChatClient, ChatRequest
-from proactflow.ratelimit import SharedPacer
-from proactflow.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.common.errors import EndpointDown, ProviderRejected
+from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.limits.ratelimit import SharedPacer
+from proactflow.providers.llm import ChatClient, ChatRequest
 
 FAST = RuntimeOptions(retry_base_delay_s=0.01, max_attempts=4, max_consecutive_failures=50)
 
@@ -152,7 +152,7 @@ def test_a_call_slower_than_the_timeout_is_an_error_and_not_retried(tmp_path):
 
 def test_one_loop_renews_every_held_lease_and_stops_when_none_is_held(tmp_path):
     from proactflow.cache.calls import LocalCallStore
-    from proactflow.leases import HeldLeases
+    from proactflow.limits.leases import HeldLeases
 
     cache = CallCache(tmp_path / "calls")
     leases = HeldLeases(LocalCallStore(cache), ttl=0.3)

@@ -9,9 +9,9 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from helpers import cli_args, run_cli
-from proactflow.errors import CorpusError
-from proactflow.sources import read_corpus_file
+from proactflow.common.errors import CorpusError
 from proactflow.suites.proactbench.triggers import build_triggers
+from proactflow.suites.sources import read_corpus_file
 from replay import ANSWERABLE, DIALOGUES, SAMPLE_CORPUS, SHARED_CORPUS, TRIGGERS
 
 LINES = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()

@@ -102,8 +102,8 @@ def test_an_unreachable_database_is_one_line_before_any_call(fake, store, capsys
 
 
 def test_a_sweep_file_names_the_database_for_every_pair(tmp_path):
-    from proactflow.errors import UserError
-    from proactflow.sweeps import load_sweep
+    from proactflow.common.errors import UserError
+    from proactflow.sweeps.sweep_file import load_sweep
 
     path = tmp_path / "sweep.toml"
     path.write_text('database = "postgresql://dave@db.lan/evals"\n'

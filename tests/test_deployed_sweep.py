@@ -199,8 +199,8 @@ def test_a_pair_sent_twice_by_one_sweep_run_is_one_flow_run(cluster, fake, tmp_p
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.states import Cancelled
 
-    from proactflow.deployed import _submit
-    from proactflow.sweeps import SweepConfig
+    from proactflow.sweeps.deployed import _submit
+    from proactflow.sweeps.sweep_file import SweepConfig
 
     config = SweepConfig.model_validate({
         "deployment": "evaluate/evaluate", "store": str(tmp_path / "store"),
@@ -249,7 +249,7 @@ def _skewed(monkeypatch, hours: float) -> None:
     """This host's clock `hours` off the server's, as `deployed` reads it."""
     from datetime import timedelta, timezone
 
-    from proactflow import deployed
+    from proactflow.sweeps import deployed
 
     class Skewed(datetime):
         @classmethod
@@ -260,7 +260,7 @@ def _skewed(monkeypatch, hours: float) -> None:
 
 
 def _one_pair(fake, tmp_path):
-    from proactflow.sweeps import SweepConfig
+    from proactflow.sweeps.sweep_file import SweepConfig
 
     return SweepConfig.model_validate({
         "deployment": "evaluate/evaluate", "store": str(tmp_path / "store"),
@@ -291,7 +291,7 @@ def test_a_sweep_host_whose_clock_is_behind_the_servers_still_times_out(
     import logging
     from datetime import timezone
 
-    from proactflow import deployed
+    from proactflow.sweeps import deployed
 
     _skewed(monkeypatch, -2)
     config = _one_pair(fake, tmp_path)
@@ -317,7 +317,7 @@ def test_a_sweep_host_whose_clock_is_ahead_waits_while_workers_poll(
     import asyncio
     import logging
 
-    from proactflow import deployed
+    from proactflow.sweeps import deployed
 
     _skewed(monkeypatch, 2)
     config = _one_pair(fake, tmp_path)

@@ -15,8 +15,8 @@ from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 
 
 def test_what_workers_get_holds_no_secret_and_no_local_folder(tmp_path, monkeypatch):
-    from proactflow.deployed import worker_parameters
-    from proactflow.sweeps import SweepConfig
+    from proactflow.sweeps.deployed import worker_parameters
+    from proactflow.sweeps.sweep_file import SweepConfig
 
     monkeypatch.chdir(tmp_path)
     config = SweepConfig.model_validate({
@@ -83,9 +83,9 @@ def test_a_prefect_server_out_of_reach_is_one_line(tmp_path):
 def test_a_worker_gets_the_database_url_with_its_user_name(tmp_path, monkeypatch):
     """The user name is no secret (issue #20, item 9): a worker without PROACTFLOW_DATABASE
     connects with the URL its parameters hold; a password is still refused there."""
-    from proactflow.deployed import worker_parameters
-    from proactflow.settings import RunSettings
-    from proactflow.sweeps import SweepConfig
+    from proactflow.config.settings import RunSettings
+    from proactflow.sweeps.deployed import worker_parameters
+    from proactflow.sweeps.sweep_file import SweepConfig
 
     monkeypatch.delenv("PROACTFLOW_DATABASE", raising=False)
     url = "postgresql://proactflow@db.lan:5432/proactflow"
@@ -103,8 +103,8 @@ def test_a_worker_points_its_runs_at_another_database_only_with_its_own_variable
     """A deployment's run connects where its parameters say; a worker's PROACTFLOW_DATABASE
     is needed only to send its runs elsewhere. Outside a deployment the variable changes
     nothing that the run's settings name (a sweep's child processes, a local run)."""
+    from proactflow.config.settings import RunSettings
     from proactflow.flows.evaluate import on_this_machine
-    from proactflow.settings import RunSettings
 
     sent = RunSettings(model_under_test={"model": "m"}, judge={"model": "j"},
                        database="postgresql://proactflow@db.lan:5432/proactflow")

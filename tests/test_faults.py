@@ -15,8 +15,8 @@ import pytest
 
 from fake_openai import Reply
 from helpers import cli_args, read_json, run_cli
-from proactflow.sources import read_corpus_file
 from proactflow.suites.proactbench.triggers import build_triggers
+from proactflow.suites.sources import read_corpus_file
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response, scaled_corpus
 
 pytestmark = pytest.mark.usefixtures("prefect_server")

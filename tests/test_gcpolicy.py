@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 import proactflow  # noqa: F401  (tunes the collector on import)
-from proactflow import gcpolicy
+from proactflow.common import gcpolicy
 
 
 def test_thresholds_are_raised_and_never_lowered(monkeypatch):

@@ -23,7 +23,7 @@ from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
 from tiny_interactive_suite import QUESTION, GuessTheNumber, ReviewedGuesses, bounds_image
 
-from proactflow.content import ImagePart
+from proactflow.providers.content import ImagePart
 from proactflow.suites import register_suite
 
 pytestmark = pytest.mark.usefixtures("prefect_server")

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from proactflow.suites.proactbench.corpus import Rubric
-from proactflow.settings import ModelRole, protocol_defaults
-from proactflow.sources import Prompt, read_corpus_file, read_judge_prompt_file
+from proactflow.config.settings import ModelRole, protocol_defaults
+from proactflow.suites.sources import Prompt, read_corpus_file, read_judge_prompt_file
 from proactflow.suites.proactbench.judgments import (evidence_is_verbatim, judge_request, judge_user_message,
                                          parse_judge_reply)
 from proactflow.suites.proactbench.triggers import build_triggers

@@ -20,7 +20,7 @@ from call_worker import coordination_for, is_database, store_for
 from fake_openai import FakeOpenAI, Reply
 from proactflow.cache.calls import CallCache, LocalCallStore
 from proactflow.cache.calls_postgres import PostgresCallStore, lock_id
-from proactflow.errors import UserError
+from proactflow.common.errors import UserError
 
 TESTS = str(Path(__file__).parent)
 _CLAIM_ALL = """
@@ -158,9 +158,9 @@ def test_killed_backends_mid_stage_lose_no_paid_answer(database):
     of them."""
     import asyncpg
 
-    from proactflow.llm import ChatClient, ChatRequest
-    from proactflow.pools import run_bounded
-    from proactflow.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.providers.llm import ChatClient, ChatRequest
+    from proactflow.stages.pools import run_bounded
 
     with FakeOpenAI({"m": lambda request: Reply(content="answer", delay=0.1)}) as fake:
         role = ModelRole(model="openai/m", api_base=fake.url,
@@ -263,7 +263,7 @@ def test_slots_never_reattach_a_closed_store(database):
     store's connections, and once every store is closed no connection stays open."""
     import asyncpg
 
-    from proactflow.inflight import model_limit
+    from proactflow.limits.inflight import model_limit
 
     async def open_connections() -> int:
         outsider = await asyncpg.connect(database)
@@ -301,7 +301,7 @@ def test_a_claim_cancelled_twice_is_given_back_once_its_answer_arrives():
     """A caller cancelled again while it waits for its claim's answer does not wait longer:
     the claim is given back when the answer arrives, and a claim that failed gives back
     nothing."""
-    from proactflow.leases import undone_if_cancelled
+    from proactflow.limits.leases import undone_if_cancelled
 
     async def go() -> None:
         given_back: list[str] = []

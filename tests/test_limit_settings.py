@@ -9,14 +9,14 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from helpers import run_cli
-from proactflow.chat import ChatRequest
-from proactflow.errors import UserError
-from proactflow.limits import Limits
-from proactflow.pipeline import judgments_spec, responses_spec, samples_spec, suite_of
-from proactflow.settings import RunSettings, RuntimeOptions
-from proactflow.sources import Prompt
+from proactflow.common.errors import UserError
+from proactflow.config.settings import RunSettings, RuntimeOptions
+from proactflow.limits.model_limits import Limits
+from proactflow.providers.chat import ChatRequest
+from proactflow.run.pipeline import judgments_spec, responses_spec, samples_spec, suite_of
 from proactflow.suites.base import DataSource, Prompts
-from proactflow.sweeps import load_sweep
+from proactflow.suites.sources import Prompt
+from proactflow.sweeps.sweep_file import load_sweep
 
 SWEEP = """
 store = "{store}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litellm.litellm_core_utils.litellm_logging import Logging
 
-from proactflow import litellm_costs
+from proactflow.providers import litellm_costs
 
 
 def test_the_calculator_is_litellms_own_outside_the_edge_and_skipped_inside(monkeypatch):

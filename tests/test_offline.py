@@ -100,7 +100,7 @@ def test_the_temporary_server_sends_no_telemetry_and_a_users_server_is_left_alon
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9", "https://127.0.0.1:9/x"])
 def test_the_probe_answers_in_seconds(url):
-    from proactflow.network import unreachable
+    from proactflow.common.network import unreachable
 
     started = time.monotonic()
     assert "refused" in (unreachable(url) or "")

@@ -6,14 +6,14 @@ import polars as pl
 import pytest
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.pipeline import judgments_spec, responses_spec, samples_spec
-from proactflow.sources import Prompt
+from proactflow.run.pipeline import judgments_spec, responses_spec, samples_spec
+from proactflow.suites.sources import Prompt
 from proactflow.suites import get_suite
 from proactflow.suites.base import DataSource, Prompts
 from proactflow.schemas.arrow import arrow_schema, to_frame
 from proactflow.suites.proactbench.tables import JudgmentRow, PhaseScoreRow
-from proactflow.settings import (CorpusSource, Generation, ModelRole, RunSettings,
-                                 RuntimeOptions, protocol_defaults)
+from proactflow.config.settings import (CorpusSource, Generation, ModelRole, RunSettings,
+                                        RuntimeOptions, protocol_defaults)
 from proactflow.suites.proactbench.phase_scores import score_phases
 
 

@@ -1,4 +1,4 @@
-"""The temporary Prefect server's app (proactflow/prefect_server_app.py): a request that met a
+"""The temporary Prefect server's app (proactflow/prefect_server/app.py): a request that met a
 locked SQLite database runs again in the server; any other answer passes through once."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from proactflow.prefect_server_app import ATTEMPTS, RetryLockedDatabase
+from proactflow.prefect_server.app import ATTEMPTS, RetryLockedDatabase
 
 
 class Flaky:

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from proactflow.errors import UserError
+from proactflow.common.errors import UserError
 from proactflow.suites.proactiveagent.data import read_local_corpus, read_reward_test_set
 from proactflow.suites.proactiveagent.metrics import CATEGORIES
 from replay import PROJECT_DATA, SHARED

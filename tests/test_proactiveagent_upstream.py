@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from proactflow.errors import UserError
+from proactflow.common.errors import UserError
 from proactflow.suites.proactiveagent.data import read_local_corpus, read_reward_test_set
 from proactflow.suites.proactiveagent.upstream import (
     AGENT_MODULE, PROMPT_SHA256, REWARD_MODULE, REWARD_TEST_PATH, SPLITS_PATH, UPSTREAM_COMMIT,

@@ -11,11 +11,11 @@ import pytest
 
 from helpers import cli_args, read_json, run_cli
 from proactflow.cli import build_parser, settings_from_args
-from proactflow.effective import safety_settings_off, wire_params
-from proactflow.errors import UserError
-from proactflow.llm import ChatRequest
-from proactflow.settings import ModelRole, role_generation
-from proactflow.sweeps import SweepModel
+from proactflow.common.errors import UserError
+from proactflow.config.effective import safety_settings_off, wire_params
+from proactflow.config.settings import ModelRole, role_generation
+from proactflow.providers.llm import ChatRequest
+from proactflow.sweeps.sweep_file import SweepModel
 from replay import synthetic_judge, synthetic_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ import pytest
 from call_worker import is_database, pacer_for, store_for
 from fake_openai import FakeOpenAI, Reply
 from proactflow.cache.calls_postgres import lock_id
-from proactflow.errors import UserError
-from proactflow.postgres import check_database_url
+from proactflow.common.errors import UserError
+from proactflow.common.postgres import check_database_url
 
 WORKER = str(Path(__file__).with_name("call_worker.py"))
 
@@ -269,7 +269,7 @@ def test_lost_leases_connection_is_taken_again(database):
 
 
 def test_environment_names_the_database(monkeypatch, tmp_path):
-    from proactflow.settings import Generation, ModelRole, RunSettings
+    from proactflow.config.settings import Generation, ModelRole, RunSettings
 
     role = ModelRole(model="openai/m", generation=Generation(temperature=0, max_tokens=8,
                                                              top_p=None))

@@ -22,11 +22,11 @@ import pytest
 from call_worker import coordination_for, store_for
 from fake_openai import FakeOpenAI, Reply
 from helpers import cli_args, run_cli
-from proactflow.chat import ChatRequest
-from proactflow.inflight import model_limit
-from proactflow.limits import target as limit_target
-from proactflow.llm import ChatClient
-from proactflow.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+from proactflow.limits.inflight import model_limit
+from proactflow.limits.model_limits import target as limit_target
+from proactflow.providers.chat import ChatRequest
+from proactflow.providers.llm import ChatClient
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response, synthetic_judge, synthetic_model
 
 WORKER = str(Path(__file__).with_name("call_worker.py"))

@@ -14,10 +14,10 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from proactflow.cache.keys import text_sha256
-from proactflow.errors import UserError
-from proactflow.settings import UPSTREAM_PROMPT_COMMIT, UPSTREAM_PROMPT_SHA256
-from proactflow.sources import (UPSTREAM_MODULE_URL_ENV, extract_string_constant,
-                                fetch_upstream_judge_prompt)
+from proactflow.common.errors import UserError
+from proactflow.config.settings import UPSTREAM_PROMPT_COMMIT, UPSTREAM_PROMPT_SHA256
+from proactflow.suites.sources import (UPSTREAM_MODULE_URL_ENV, extract_string_constant,
+                                       fetch_upstream_judge_prompt)
 from replay import (DIALOGUES, JUDGE_PROMPT, SAMPLE_CORPUS, SHARED_JUDGE_PROMPT, TRIGGERS,
                     published_triggers, replay_model)
 

@@ -15,8 +15,8 @@ from helpers import cli_args, run_cli
 from replay import SAMPLE_CORPUS, SAMPLE_RESULTS
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.run_records import record_name
-from proactflow.store_gc import parse_age, plan_collection
+from proactflow.results.store_gc import parse_age, plan_collection
+from proactflow.run.run_records import record_name
 
 TWO_DAYS = 2 * 86400
 

@@ -103,7 +103,7 @@ def test_processes_is_checked_before_any_call(fake, tmp_path, capsys):
 
 
 def test_processes_count_rule():
-    from proactflow.process_groups import groups, process_count
+    from proactflow.sweeps.process_groups import groups, process_count
 
     assert process_count(None, 16, cores=2) == 2      # one per 4 pairs, at most one per core
     assert process_count(None, 4, cores=8) == 1       # a small sweep stays in its process
@@ -122,8 +122,8 @@ def test_processes_with_a_deployment_is_one_line(fake, tmp_path, capsys):
 
 
 def test_a_model_called_from_several_groups_has_its_concurrency_dealt(tmp_path):
-    from proactflow.process_groups import groups, with_shares
-    from proactflow.sweeps import SweepConfig
+    from proactflow.sweeps.process_groups import groups, with_shares
+    from proactflow.sweeps.sweep_file import SweepConfig
 
     config = SweepConfig.model_validate({
         "store": str(tmp_path), "concurrency": 8,

@@ -20,11 +20,11 @@ import polars as pl
 from PIL import Image
 from pydantic import BaseModel, Field
 
-from proactflow.chat import ChatOutcome, ChatRequest
-from proactflow.content import ImagePart
-from proactflow.errors import UserError
+from proactflow.common.errors import UserError
+from proactflow.config.settings import ModelRole, RunSettings
+from proactflow.providers.chat import ChatOutcome, ChatRequest
+from proactflow.providers.content import ImagePart
 from proactflow.schemas.arrow import to_frame
-from proactflow.settings import ModelRole, RunSettings
 from proactflow.suites.base import DataSource, Prompts, StageNames, Step, Suite, Tables
 
 QUESTION = "The image shows two bounds. Guess the hidden number between them; reply with it."

@@ -16,10 +16,10 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, Field
 
-from proactflow.chat import ChatOutcome, ChatRequest
-from proactflow.errors import UserError
+from proactflow.common.errors import UserError
+from proactflow.config.settings import ModelRole, RunSettings
+from proactflow.providers.chat import ChatOutcome, ChatRequest
 from proactflow.schemas.arrow import to_frame
-from proactflow.settings import ModelRole, RunSettings
 from proactflow.suites.base import DataSource, Prompts, StageNames, Step, Suite, Tables
 
 

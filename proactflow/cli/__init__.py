@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import UserError
+from ..common.errors import UserError
 from .options import EXIT_INTERRUPTED, EXIT_LOW_COVERAGE, EXIT_USER_ERROR, settings_from_args
 from .parser import build_parser
 

@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..effective import safety_settings_off
-from ..errors import UserError
-from ..postgres import DATABASE_ENV, check_database_url, default_database
-from ..settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource, ModelRole,
-                        RunSettings, RuntimeOptions,
-                        default_store, role_generation)
+from ..common.errors import UserError
+from ..common.postgres import DATABASE_ENV, check_database_url, default_database
+from ..config.effective import safety_settings_off
+from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource,
+                               ModelRole, RunSettings, RuntimeOptions, default_store,
+                               role_generation)
 
 EXIT_LOW_COVERAGE = 1
 EXIT_USER_ERROR = 2
@@ -97,7 +97,7 @@ def phases_list(text: str) -> tuple[str, ...]:
 
 
 def age(text: str):
-    from ..store_gc import parse_age
+    from ..results.store_gc import parse_age
 
     try:
         return parse_age(text)
@@ -113,7 +113,7 @@ def judge_list(text: str) -> list[str]:
 
 
 def store_location(text: str) -> str:
-    from ..settings import check_store
+    from ..config.settings import check_store
 
     try:
         return check_store(text)
@@ -158,7 +158,7 @@ def add_selection_options(parser) -> None:
 
 
 def selected_evaluations(args: argparse.Namespace, store):
-    from ..evaluations import stored_evaluations
+    from ..results.evaluations import stored_evaluations
 
     return stored_evaluations(store, runs=args.run, models=args.select_models,
                               corpus_revision=args.corpus_revision,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..settings import DEFAULT_SUITE, PAPER_JUDGE
+from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
 from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
 from .options import (EPILOG, Parser, add_database_option, add_role_options,
                       add_selection_options, add_store_option, age, fraction, judge_list,

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..evaluations import safe_name
-from ..settings import PAPER_JUDGE, RunSettings, default_store
+from ..config.settings import PAPER_JUDGE, RunSettings, default_store
+from ..results.evaluations import safe_name
 from .options import database_from_args, settings_from_args
 from .running import (coverage_status, preflight, print_scores, quiet_console_tracebacks,
                       quiet_temporary_server, run_flow)
@@ -38,10 +38,10 @@ def rejudge_all(args: argparse.Namespace) -> int:
     """Re-judge the stored responses of every selected evaluation with each judge, after
     printing the plan; then compare the judges."""
     from ..cache.artifacts import ArtifactStore
-    from ..pipeline import suite_of
-    from ..preflight import check_access, lookup_calls, make_plan
+    from ..run.pipeline import suite_of
+    from ..run.preflight import check_access, lookup_calls, make_plan
     from ..suites.base import Prompts
-    from ..rejudge_all import plan_lines, run_rejudge, select_stored_responses
+    from ..results.rejudge_all import plan_lines, run_rejudge, select_stored_responses
 
     store = ArtifactStore(args.store or default_store())
     entries = select_stored_responses(
@@ -94,7 +94,7 @@ def judgments_of(settings: RunSettings, result: dict[str, Any]):
     """The judgments table a flow run produced."""
     from ..cache.artifacts import ArtifactStore
 
-    from ..pipeline import suite_of
+    from ..run.pipeline import suite_of
 
     stage = suite_of(settings).stages.judgments
     key = next(found["key"] for found in result["stages"] if found["stage"] == stage)
@@ -105,7 +105,7 @@ def report_agreement(frames: list, out: str | None) -> None:
     """Print the judges' agreement and, with --out, write agreement.csv and disagreements.csv."""
     import polars as pl
 
-    from ..report import write_agreement
+    from ..results.report import write_agreement
     from ..suites.proactbench.agreement import judge_agreement
 
     table, disagreements = judge_agreement(pl.concat(frames))

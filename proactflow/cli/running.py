@@ -9,19 +9,19 @@ import os
 import sys
 from typing import Any, Callable
 
-from ..errors import UserError
-from ..gcpolicy import freeze_start_up_heap
-from ..redaction import redact_url
-from ..settings import RunSettings
+from ..common.errors import UserError
+from ..common.gcpolicy import freeze_start_up_heap
+from ..common.redaction import redact_url
+from ..config.settings import RunSettings
+from ..prefect_server.api import prefect_api, start_temporary_server
 from .options import EXIT_LOW_COVERAGE, settings_from_args
-from .prefect_api import prefect_api, start_temporary_server
 
 
 def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..pipeline import suite_of
+    from ..run.pipeline import suite_of
 
     if not scores:
         return
@@ -46,7 +46,7 @@ class _NoUserErrorTraceback(logging.Filter):
     the full record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from ..streaming import StageAborted
+        from ..stages.streaming import StageAborted
 
         if record.exc_info and isinstance(record.exc_info[1], (UserError, StageAborted)):
             record.exc_info = None
@@ -72,9 +72,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     Kept apart from the run so that the corpus and tables it loads are freed before the flow
     starts (the flow reloads what it needs from the store).
     """
-    from ..pipeline import (materialize_samples, open_store, stored_responses, suite_of,
-                            with_endpoint_fingerprints)
-    from ..preflight import check_access, lookup_calls, make_plan, stage_states
+    from ..run.pipeline import (materialize_samples, open_store, stored_responses, suite_of,
+                                with_endpoint_fingerprints)
+    from ..run.preflight import check_access, lookup_calls, make_plan, stage_states
 
     regenerate = args.command != "rejudge"
     suite, store = suite_of(settings), open_store(settings)
@@ -135,7 +135,7 @@ def run_command(args: argparse.Namespace) -> int:
     judges = getattr(args, "judges", None)
     if judges:
         return rejudge_many(args, judges)
-    from ..offline import check_network
+    from ..run.offline import check_network
 
     check_network(args)  # before the imports that building the settings costs
     settings = settings_from_args(args)
@@ -174,8 +174,8 @@ def print_usage(usage: dict[str, Any]) -> None:
 
 def coverage_status(settings: RunSettings, result: dict[str, Any]) -> int:
     """1 when too few samples were scored, so that cron and CI see a bad night; else 0."""
-    from ..pipeline import suite_of
-    from ..progress import coverage_problem
+    from ..run.pipeline import suite_of
+    from ..run.progress import coverage_problem
 
     problem = coverage_problem(suite_of(settings), result["coverage"], settings.min_coverage)
     if problem is None:

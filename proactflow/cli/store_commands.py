@@ -6,20 +6,20 @@ import argparse
 import json
 from pathlib import Path
 
-from ..errors import UserError
-from ..settings import default_store
+from ..common.errors import UserError
+from ..config.settings import default_store
 from .options import selected_evaluations
 
 
 def import_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..imports import import_results
+    from ..results.imports import import_results
 
     if args.model and len(args.files) > 1:
         raise UserError("--model names one file's model: import the files one at a time")
     store = ArtifactStore(args.store or default_store())
     if args.suite == "proactiveagent":
-        from ..imports import import_published_traces
+        from ..results.imports import import_published_traces
         from .importing import print_traces_import
 
         for folder in args.files:
@@ -42,7 +42,7 @@ def import_command(args: argparse.Namespace) -> int:
 
 def report_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..report import write_report
+    from ..results.report import write_report
 
     store = ArtifactStore(args.store or default_store())
     done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
@@ -58,7 +58,7 @@ def report_command(args: argparse.Namespace) -> int:
 
 def runs_ls_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..run_records import listing_lines, read_records
+    from ..run.run_records import listing_lines, read_records
 
     store = ArtifactStore(args.store or default_store())
     for line in listing_lines(read_records(store), store):
@@ -68,7 +68,7 @@ def runs_ls_command(args: argparse.Namespace) -> int:
 
 def runs_show_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..run_records import find_record, read_records
+    from ..run.run_records import find_record, read_records
 
     store = ArtifactStore(args.store or default_store())
     record = find_record(read_records(store), args.run, store)
@@ -78,7 +78,7 @@ def runs_show_command(args: argparse.Namespace) -> int:
 
 def runs_rm_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..run_records import find_record, read_records
+    from ..run.run_records import find_record, read_records
 
     store = ArtifactStore(args.store or default_store())
     records = read_records(store)
@@ -92,7 +92,7 @@ def runs_rm_command(args: argparse.Namespace) -> int:
 
 def gc_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..store_gc import collect, plan_collection, summary_lines
+    from ..results.store_gc import collect, plan_collection, summary_lines
 
     store = ArtifactStore(args.store or default_store())
     collection = plan_collection(store, keep_latest=args.keep_latest, older_than=args.older_than)
@@ -107,7 +107,7 @@ def view_command(args: argparse.Namespace) -> int:
     import webbrowser
 
     from ..cache.artifacts import ArtifactStore
-    from ..viewer import frame_summary, write_viewer
+    from ..results.viewer import frame_summary, write_viewer
 
     store = ArtifactStore(args.store or default_store())
     evaluations = selected_evaluations(args, store)

@@ -7,18 +7,18 @@ import asyncio
 import os
 from typing import Any
 
-from ..errors import UserError
-from ..gcpolicy import freeze_start_up_heap
-from ..postgres import check_database_url
-from ..redaction import FULL_URLS_ENV, full_urls
-from .prefect_api import api_url, prefect_api, start_temporary_server
+from ..common.errors import UserError
+from ..common.gcpolicy import freeze_start_up_heap
+from ..common.postgres import check_database_url
+from ..common.redaction import FULL_URLS_ENV, full_urls
+from ..prefect_server.api import api_url, prefect_api, start_temporary_server
 from .running import quiet_console_tracebacks, quiet_temporary_server
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from ..pipeline import materialize_samples, open_store, suite_of
-    from ..preflight import check_access
-    from ..sweeps import load_sweep
+    from ..run.pipeline import materialize_samples, open_store, suite_of
+    from ..run.preflight import check_access
+    from ..sweeps.sweep_file import load_sweep
 
     config = load_sweep(args.config)
     if args.database:
@@ -35,7 +35,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     if config.deployment:
         from prefect.settings import PREFECT_API_URL
 
-        from ..deployed import check_deployment
+        from ..sweeps.deployed import check_deployment
 
         if not PREFECT_API_URL.value():
             raise UserError(f"deployment {config.deployment} needs the Prefect server its "
@@ -88,7 +88,7 @@ def _prestart_process_groups(config: Any, runs: list[Any]) -> None:
     """The sweep's other processes, started now so that their imports overlap the checks
     below (process_groups.prestart)."""
     from ..flows.sweep import process_count_of
-    from ..process_groups import prestart
+    from ..sweeps.process_groups import prestart
 
     url = api_url()
     processes = process_count_of(config, runs)
@@ -99,7 +99,7 @@ def _prestart_process_groups(config: Any, runs: list[Any]) -> None:
 def serve_command(args: argparse.Namespace) -> int:
     from prefect.settings import PREFECT_API_URL
 
-    from ..sweeps import load_sweep
+    from ..sweeps.sweep_file import load_sweep
 
     config = load_sweep(args.config)
     # Its parameters show endpoint URLs with credentials masked: its runs find them here.

@@ -8,12 +8,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ...chat import ChatOutcome, ChatRequest
+from ...providers.chat import ChatOutcome, ChatRequest
 from .corpus import Rubric
 from .judge import EvaluationResult, JudgeReply
 from .tables import NON_ANSWER_STATUSES, JudgmentRow
-from ...settings import ModelRole
-from ...sources import Prompt
+from ...config.settings import ModelRole
+from ..sources import Prompt
 
 STAGE = "judgments"
 VERSION = 2

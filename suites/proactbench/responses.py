@@ -6,9 +6,9 @@ from typing import Any
 
 import polars as pl
 
-from ...chat import ChatOutcome, ChatRequest
+from ...providers.chat import ChatOutcome, ChatRequest
 from .tables import ResponseRow
-from ...settings import ModelRole
+from ...config.settings import ModelRole
 
 STAGE = "responses"
 VERSION = 2

@@ -13,11 +13,10 @@ from typing import Any, Callable
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore
-from ...chat import ChatOutcome, ChatRequest
-from ...errors import UserError
-from ...settings import ModelRole, RunSettings
-from ...sources import (CorpusFile, fetch_upstream_judge_prompt, locate_corpus,
-                        read_judge_prompt_file)
+from ...providers.chat import ChatOutcome, ChatRequest
+from ...common.errors import UserError
+from ...config.settings import ModelRole, RunSettings
+from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from . import judgments, phase_scores, responses, triggers
 from .exports import write_outputs
@@ -143,8 +142,8 @@ class ProactBench(Suite):
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
-        from ...evaluations import evaluation_of
-        from ...report import write_report
+        from ...results.evaluations import evaluation_of
+        from ...results.report import write_report
 
         evaluations = []
         for key in judgments_keys:

@@ -23,10 +23,10 @@ from pydantic import BaseModel, Field
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...cache.keys import text_sha256
-from ...chat import ChatOutcome, ChatRequest
-from ...errors import UserError
+from ...providers.chat import ChatOutcome, ChatRequest
+from ...common.errors import UserError
 from ...schemas.arrow import arrow_schema, frame_of, to_frame
-from ...settings import ModelRole, RunSettings
+from ...config.settings import ModelRole, RunSettings
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from . import upstream
 from .calibration_names import CALIBRATION, LABELLED

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ...errors import CorpusError, UserError
+from ...common.errors import CorpusError, UserError
 from .metrics import CATEGORIES
 
 SPLITS_FILE = "splits.json"

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ...cache.artifacts import ArtifactStore
-from ...errors import UserError
-from ...generation import protocol_defaults
-from ...pipeline import materialize_samples, responses_spec, suite_of
+from ...common.errors import UserError
+from ...config.generation import protocol_defaults
+from ...run.pipeline import materialize_samples, responses_spec, suite_of
 from ...schemas.arrow import conform, to_frame
-from ...settings import CorpusSource, ModelRole, RunSettings
-from ...sources import Prompt
+from ...config.settings import CorpusSource, ModelRole, RunSettings
+from ..sources import Prompt
 from ..base import Prompts
 from . import upstream
 from .rules import AGENT_INSTRUCTION, AGENT_SYSTEM, proposal_text

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
-from ...errors import UserError
+from ...common.errors import UserError
 from . import upstream
 from .scoring import score_splits
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...chat import RetryPlan
-from ...settings import ModelRole, RunSettings
+from ...providers.chat import RetryPlan
+from ...config.settings import ModelRole, RunSettings
 from . import protocol
 
 AGENT_SYSTEM, AGENT_INSTRUCTION = "agent_system", "agent_instruction"

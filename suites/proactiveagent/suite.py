@@ -18,12 +18,12 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore
 from ...cache.keys import text_sha256
-from ...chat import ChatOutcome, ChatRequest, RetryPlan
-from ...errors import UserError
-from ...llm import INVALID_MODEL_REPLY
+from ...providers.chat import ChatOutcome, ChatRequest, RetryPlan
+from ...common.errors import UserError
+from ...providers.llm import INVALID_MODEL_REPLY
 from ...schemas.arrow import to_frame
-from ...settings import ModelRole, RunSettings
-from ...sources import Prompt
+from ...config.settings import ModelRole, RunSettings
+from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from . import protocol, upstream
 from .data import TraceEvent, read_local_corpus
@@ -298,7 +298,7 @@ class ProactiveAgent(Suite):
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
-        from ...report import write_suite_page
+        from ...results.report import write_suite_page
         from .report import leaderboard, section
 
         if out is None:

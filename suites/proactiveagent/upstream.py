@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...cache.artifacts import ArtifactStore
 from ...cache.keys import text_sha256
-from ...errors import UserError
-from ... import sources
-from ...network import unreachable
+from ...common.errors import UserError
+from .. import sources
+from ...common.network import unreachable
 from .data import (RewardTestRow, TraceEvent, parse_reward_test_set, parse_splits, parse_trace,
                    split_membership, trace_name)
 
@@ -234,6 +234,6 @@ def load_upstream_prompts(store: ArtifactStore | Path, hint: str | None = None) 
 
 def read_prompt_file(path: str | Path) -> PromptText:
     """A prompt of the user's (`--eval-system-prompt-file`, `--judge-prompt`, `--prompt`), used
-    as is (see proactflow.sources.read_prompt_file)."""
+    as is (see proactflow.suites.sources.read_prompt_file)."""
     found = sources.read_prompt_file(path)
     return PromptText(text=found.text, sha256=found.sha256, source=found.source)

@@ -1,0 +1,168 @@
+"""Which endpoint a role's calls really reach, in one canonical spelling, and a fingerprint of
+the model an OpenAI-compatible endpoint serves.
+
+Both enter cache keys: an answer is only reused for the endpoint that gave it. litellm reads
+base URLs from the environment when none is passed (OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
+AZURE_API_BASE, Vertex's project and location...), so the endpoint is resolved the way litellm
+resolves it, not taken from `--api-base` alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import urllib.error
+import urllib.request
+from functools import lru_cache
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
+
+from ..cache.keys import content_key
+from ..common.redaction import redact_url
+
+_LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Base-URL variables litellm reads per provider, beyond the generic <PROVIDER>_API_BASE.
+_EXTRA_BASE_VARIABLES = {
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE"),
+    "text-completion-openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE"),
+    "anthropic": ("ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"),
+    "vertex_ai": ("VERTEXAI_API_BASE",),
+}
+# Settings that choose a different backend without a base URL.
+_PLACEMENT_VARIABLES = {
+    "vertex_ai": (("VERTEXAI_PROJECT", "VERTEX_PROJECT"), ("VERTEXAI_LOCATION", "VERTEX_LOCATION")),
+    "vertex_ai_beta": (("VERTEXAI_PROJECT", "VERTEX_PROJECT"),
+                       ("VERTEXAI_LOCATION", "VERTEX_LOCATION")),
+}
+# Fields of a /models entry that change on every request (vLLM stamps `created` with the time
+# of the response), so they say nothing about the model.
+_VOLATILE_MODEL_FIELDS = {"created", "permission"}
+
+
+def normalise_endpoint(url: str) -> str:
+    """One spelling per endpoint: lower-case scheme and host, loopback names as 127.0.0.1,
+    default ports and trailing slashes dropped, userinfo and query values masked."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if host in _LOOPBACK_NAMES or host == "::1":
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    port = parts.port
+    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    if parts.username or parts.password:
+        netloc = "user@" + netloc  # masked below; kept so that it differs from no userinfo
+    canonical = urlunsplit(SplitResult(scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+    return redact_url(canonical)
+
+
+def endpoint_url(api_base: str, suffix: str) -> str:
+    """`suffix` appended to the path of an endpoint URL, its query string kept in place."""
+    parts = urlsplit(api_base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
+
+
+@lru_cache(maxsize=256)
+def provider_of(model: str) -> str:
+    """litellm's provider for a model string ('openai' for gpt-4o-mini, 'anthropic' for
+    anthropic/...); the prefix when litellm cannot tell."""
+    import litellm
+
+    try:
+        return litellm.get_llm_provider(model)[1]
+    except Exception:  # litellm raises assorted types for strings it cannot place
+        return model.split("/", 1)[0] if "/" in model else "unknown"
+
+
+def _first_set(names: tuple[str, ...]) -> str | None:
+    return next((os.environ[name] for name in names if os.environ.get(name)), None)
+
+
+def effective_endpoint(model: str, api_base: str | None) -> str | None:
+    """The endpoint the calls of this role reach, canonical and free of secrets; None when it
+    is the provider's own default (so keys of ordinary runs do not depend on this function)."""
+    if api_base:
+        return normalise_endpoint(api_base)
+    provider = provider_of(model)
+    upper = provider.upper().replace("-", "_")
+    variables = _EXTRA_BASE_VARIABLES.get(provider, ()) + (f"{upper}_API_BASE",
+                                                             f"{upper}_BASE_URL")
+    base = _first_set(variables)
+    if base:
+        return f"{provider}:{normalise_endpoint(base)}"
+    placement = [_first_set(names) for names in _PLACEMENT_VARIABLES.get(provider, ())]
+    if any(placement):
+        return f"{provider}:" + "/".join(value or "-" for value in placement)
+    return None
+
+
+# Where a provider's calls go when no base URL is set: probed before a run to tell "no network"
+# apart in a second instead of after a minute of retries.
+_DEFAULT_HOSTS = {
+    "openai": "https://api.openai.com", "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com", "mistral": "https://api.mistral.ai",
+    "groq": "https://api.groq.com", "deepseek": "https://api.deepseek.com",
+    "together_ai": "https://api.together.xyz", "xai": "https://api.x.ai",
+    "openrouter": "https://openrouter.ai", "cohere": "https://api.cohere.com",
+    "fireworks_ai": "https://api.fireworks.ai",
+}
+
+
+_NAME_PREFIXES = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"),
+                  ("chatgpt", "openai"), ("claude", "anthropic"), ("gemini", "gemini"))
+
+
+def provider_url(model: str) -> str | None:
+    """Where a provider model's calls go (a base URL from the environment, else the provider's
+    own host), told from the model string alone, without loading litellm (seconds of imports):
+    it is probed first thing, so that a machine without a network hears so at once. None for
+    a provider this does not know (its calls are not probed)."""
+    provider = model.split("/", 1)[0] if "/" in model else next(
+        (name for prefix, name in _NAME_PREFIXES if model.startswith(prefix)), None)
+    if provider is None:
+        return None
+    upper = provider.upper().replace("-", "_")
+    base = _first_set(_EXTRA_BASE_VARIABLES.get(provider, ())
+                      + (f"{upper}_API_BASE", f"{upper}_BASE_URL"))
+    return base or _DEFAULT_HOSTS.get(provider)
+
+
+def get_request(url: str, api_key: str | None) -> urllib.request.Request:
+    """A GET of an endpoint URL as the OpenAI client would send it: the key as a bearer token,
+    userinfo in the URL (which urllib cannot take there) as basic authentication otherwise."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    request = urllib.request.Request(urlunsplit(parts._replace(netloc=netloc)))
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    elif parts.username:
+        token = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+                                 .encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    return request
+
+
+def _models_listing(url: str, api_key: str | None) -> tuple[tuple[str, str], ...]:
+    with urllib.request.urlopen(get_request(url, api_key), timeout=10) as answer:
+        listing = json.loads(answer.read() or b"{}")
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    return tuple((str(entry.get("id")), json.dumps(entry, sort_keys=True))
+                 for entry in entries or [] if isinstance(entry, dict))
+
+
+def endpoint_fingerprint(api_base: str, model: str, api_key: str | None) -> str | None:
+    """sha256 of the endpoint's /models entry for `model` without its per-request fields; None
+    when the endpoint lists no such entry or has no /models (the fingerprint is then simply not
+    part of the key)."""
+    served_name = model.split("/", 1)[1] if "/" in model else model
+    try:
+        listing = _models_listing(endpoint_url(api_base, "/models"), api_key)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    for entry_id, text in listing:
+        if entry_id == served_name:
+            entry = {k: v for k, v in json.loads(text).items() if k not in _VOLATILE_MODEL_FIELDS}
+            return content_key(entry)
+    return None

@@ -1,0 +1,190 @@
+"""What one LLM call is (the request as sent, keyed for the per-call cache) and what came of it
+(an answer, a reply that is not an answer, or a failure).
+
+A reply is an answer only when it has content and was not cut short: an empty reply, one cut at
+max_tokens and one stopped by a content filter each get their own status and are never judged.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Iterable, Literal
+
+from ..cache.keys import content_key
+from ..common.redaction import register_secret_variable
+from ..config.effective import safety_settings_off
+from ..config.endpoints import effective_endpoint
+from ..config.settings import ModelRole
+from .content import Content, images_of, key_content, text_of
+
+NO_KEY_PLACEHOLDER = "no-key-configured"
+"""Sent as the key to an endpoint that has none configured, so that litellm never falls back to
+a provider key from the environment (OPENAI_API_KEY) and sends it somewhere it was not meant for."""
+
+OutcomeStatus = Literal["ok", "error", "empty", "truncated", "blocked"]
+
+
+def api_key_for(role: ModelRole) -> str | None:
+    """The key for a role, read from the environment at call time and never stored.
+
+    A role with its own endpoint sends only the variable it names (`api_key_env`), or a
+    placeholder: a provider key from the environment never goes to a custom endpoint. A role
+    without one leaves the key to litellm (the provider's usual variable).
+    """
+    if role.api_key_env:
+        register_secret_variable(role.api_key_env)
+        return os.environ.get(role.api_key_env)
+    if role.api_base:
+        return NO_KEY_PLACEHOLDER
+    return None
+
+
+def reply_status(content: str | None, finish_reason: str | None,
+                 refusal: str | None = None) -> tuple[OutcomeStatus, str | None]:
+    """Whether a provider's reply is an answer, and why not when it is not."""
+    if finish_reason == "content_filter" or refusal:
+        return "blocked", ("the reply was refused: " + refusal[:200] if refusal
+                           else "the reply was stopped by the provider's content filter")
+    if finish_reason == "length":
+        return "truncated", ("the reply was cut at max_tokens (finish_reason length)"
+                             + ("" if (content or "").strip() else
+                                " before any content: the budget went to reasoning"))
+    if not (content or "").strip():
+        return "empty", f"the reply has no content (finish_reason {finish_reason})"
+    return "ok", None
+
+
+@dataclass(frozen=True)
+class RetryPlan:
+    """How a suite's protocol asks again while replies are unusable, where it differs from the
+    default (the same request each time; a cut-off reply not asked again). Not part of the
+    request's key: the call is the first request, whichever try answered it."""
+
+    attempts: int | None = None
+    """The judge's tries while its replies are unusable, when the user set none (the
+    protocol's own number)."""
+    later_params: tuple[tuple[str, Any], ...] = ()
+    """Parameters replacing the request's own from try `later_from` (0-based) on, e.g. a
+    higher temperature once the first tries gave no usable reply."""
+    later_from: int = 0
+    ask_again_when_truncated: bool = False
+    """A reply cut off at the token limit is asked again like an unusable one (a client that
+    raises on it, as some benchmarks' do), instead of ending the call."""
+
+    def request_for(self, request: "ChatRequest", attempt: int) -> "ChatRequest":
+        if attempt < self.later_from or not self.later_params:
+            return request
+        params = {**dict(request.params), **dict(self.later_params)}
+        return replace(request, params=tuple(sorted(params.items())))
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One call exactly as sent: its key identifies it in the per-call cache.
+
+    `endpoint` is the effective endpoint (canonical, without secrets) and `identity` what else
+    tells the answering model apart (a revision label, the endpoint's model fingerprint): both
+    are in the key, so an answer is reused only from the same model at the same place.
+    """
+
+    model: str
+    api_base: str | None
+    messages: tuple[tuple[str, Content], ...]
+    """(role, content): text, or text and images (proactflow.providers.content)."""
+    params: tuple[tuple[str, Any], ...]
+    sample_index: int = 0
+    identity: tuple[tuple[str, str], ...] = ()
+    retry: RetryPlan | None = field(default=None, compare=False)
+    """The suite's way of asking again, when it has one (see RetryPlan)."""
+
+    @classmethod
+    def build(cls, role: ModelRole, messages: Iterable[tuple[str, Content]], *,
+              sample_index: int = 0, extra: dict[str, Any] | None = None,
+              retry: RetryPlan | None = None) -> "ChatRequest":
+        gen = role.generation
+        params: dict[str, Any] = {}
+        if gen.max_tokens is not None:
+            params["max_tokens"] = gen.max_tokens
+        if gen.temperature is not None:
+            params["temperature"] = gen.temperature
+        if gen.top_p is not None:
+            params["top_p"] = gen.top_p
+        if gen.reasoning_effort is not None:
+            params["reasoning_effort"] = gen.reasoning_effort
+        if gen.gemini_safety_off:
+            params["safety_settings"] = safety_settings_off(role.model)
+        params.update(extra or {})
+        identity = tuple((name, value) for name, value in
+                         (("revision", role.revision),
+                          ("endpoint_fingerprint", role.endpoint_fingerprint)) if value)
+        return cls(role.model, effective_endpoint(role.model, role.api_base), tuple(messages),
+                   tuple(sorted(params.items())), sample_index, identity, retry)
+
+    @property
+    def estimated_prompt_tokens(self) -> int:
+        """Text: a provider-neutral estimate of about four characters per token (errs high);
+        images as litellm counts them for this model."""
+        text = sum(len(text_of(content)) for _, content in self.messages) // 4
+        return text + sum(image.estimated_tokens(self.model) for _, content in self.messages
+                          for image in images_of(content))
+
+    @cached_property
+    def key(self) -> str:
+        material: dict[str, Any] = {
+            "model": self.model, "api_base": self.api_base,
+            "messages": [[role, key_content(content)] for role, content in self.messages],
+            "params": dict(self.params),
+            "sample_index": self.sample_index}
+        material.update(self.identity)  # only when set: keys of plain roles stay as they were
+        return content_key(material)
+
+
+@dataclass
+class ChatOutcome:
+    """The result of one logical call: an answer (status ok), a reply that is not an answer
+    (empty, truncated, blocked) or a failure (error)."""
+
+    request_key: str
+    status: OutcomeStatus = "ok"
+    content: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    attempts: int = 0
+    from_cache: bool = False
+    error: str | None = None
+    """Why the outcome is not an answer (any status but ok)."""
+    served_model: str | None = None
+    system_fingerprint: str | None = None
+    litellm_version: str | None = None
+    parsed: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def record(self) -> dict[str, Any]:
+        """What the per-call cache keeps of a finished call."""
+        return {"status": self.status, "content": self.content,
+                "finish_reason": self.finish_reason, "message": self.error,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "latency_s": self.latency_s, "attempts": self.attempts,
+                "served_model": self.served_model, "system_fingerprint": self.system_fingerprint,
+                "litellm_version": self.litellm_version}
+
+    @classmethod
+    def from_record(cls, request_key: str, record: dict[str, Any]) -> "ChatOutcome":
+        status, message = record.get("status"), record.get("message")
+        if status is None:  # cached before replies were classified
+            status, message = reply_status(record.get("content"), record.get("finish_reason"))
+        return cls(request_key, status=status, content=record.get("content"),
+                   finish_reason=record.get("finish_reason"), error=message,
+                   prompt_tokens=record.get("prompt_tokens"),
+                   completion_tokens=record.get("completion_tokens"),
+                   latency_s=record.get("latency_s"), attempts=record.get("attempts", 0),
+                   served_model=record.get("served_model"),
+                   system_fingerprint=record.get("system_fingerprint"),
+                   litellm_version=record.get("litellm_version"), from_cache=True)

@@ -1,0 +1,326 @@
+"""The edge to LLM providers: litellm calls through the per-call cache, with one retry policy,
+shared rate limits, an adaptive limit on calls in flight and a circuit breaker.
+
+Retries live here and nowhere else: litellm and the OpenAI client are told not to retry
+(`max_retries=0`). A 429 is waited out (Retry-After, backoff, fewer calls in flight) and never
+counts towards declaring the endpoint down; 5xx and connection errors are retried with
+exponential backoff and full jitter; a timeout is not retried (the provider may have finished
+and billed the call); a 401/403, an unknown model or an exhausted quota stops the run at once;
+any other 4xx fails that one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from importlib import metadata
+from typing import Any, Awaitable, Callable, TypeVar
+
+import litellm
+
+from ..cache.calls import CallCache, CallStore, as_call_store
+from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
+from .content import wire_content
+from . import litellm_costs
+from .call_health import Breaker, CallStats
+from ..common.errors import EndpointDown, ProviderRejected
+from ..limits.leases import HeldLeases
+from .provider_errors import AttemptFailed, classify
+from ..limits.ratelimit import AdaptiveLimit, InFlightLimit, Pacer
+from ..config.settings import ModelRole, RuntimeOptions
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+litellm_costs.install()
+
+T = TypeVar("T")
+LITELLM_VERSION = metadata.version("litellm")
+JUDGE_PARSE_ATTEMPTS = 4
+"""Judge calls per request while its replies are unusable, unless the user or the suite's
+protocol says otherwise."""
+INVALID_MODEL_REPLY = "invalid model reply"
+"""How an error of the model under test starts when none of its replies parsed."""
+
+
+class ChatClient:
+    """Makes the calls of one role through the per-call cache: a CallStore, or a local
+    CallCache, which it wraps as one."""
+
+    def __init__(self, role: ModelRole, cache: CallStore | CallCache, runtime: RuntimeOptions,
+                 completion: Callable[..., Awaitable[Any]] | None = None,
+                 request_pacer: Pacer | None = None,
+                 token_pacer: Pacer | None = None, *, refresh: bool = False,
+                 in_flight: InFlightLimit | None = None, reply_kind: str = "judge"):
+        self.role = role
+        self.cache = cache
+        self.calls = as_call_store(cache)
+        self.runtime = runtime
+        self.refresh = refresh
+        self.reply_kind = reply_kind
+        """Whose replies `accept` parses: "judge", or "model" (the model under test)."""
+        self.stats = CallStats()
+        self.in_flight: InFlightLimit = in_flight or AdaptiveLimit(runtime.concurrency)
+        """Waited on around each HTTP attempt: the model's limit shared by every client and
+        process calling it (inflight.model_limit), or one of this client's own."""
+        self._completion = completion or litellm.acompletion
+        self._request_pacer = request_pacer
+        self._token_pacer = token_pacer
+        self._breaker = Breaker(runtime.down_after_s, runtime.max_consecutive_failures)
+        self._down: EndpointDown | None = None
+        self._timeout = runtime.call_timeout(role.generation.max_tokens)
+        self._replace: set[str] = set()
+        self._leases = HeldLeases(self.calls, runtime.lease_ttl_s)
+
+    async def cached(self, request: ChatRequest) -> bool:
+        return await self.calls.get(request.key) is not None
+
+    # The cache and the lease.
+
+    def _hit(self, request: ChatRequest, record: dict[str, Any],
+             accept: Callable[[str], T] | None) -> ChatOutcome | None:
+        """A stored record as this call's outcome, or None when `accept` rejects it (a reply
+        cached before a stricter parser: it is asked again, and replaced)."""
+        outcome = ChatOutcome.from_record(request.key, record)
+        if accept is not None:
+            try:
+                if not outcome.ok:
+                    raise ValueError(outcome.error)
+                outcome.parsed = accept(outcome.content or "")
+            except ValueError:
+                self._replace.add(request.key)
+                return None
+        self.stats.cache_hits += 1
+        return outcome
+
+    async def call(self, request: ChatRequest,
+                   accept: Callable[[str], T] | None = None) -> ChatOutcome:
+        """Answer `request` from the cache or the provider.
+
+        `accept` parses a reply and raises ValueError when it is unusable: the call is then made
+        again (up to `model_parse_attempts` or `judge_parse_attempts` times, as the request's
+        RetryPlan says) and an unusable reply is never cached. Two
+        clients needing the same request (two runs on one store) make it once: the first claims
+        it, looks in the cache again, calls; the other waits and uses the stored result. The
+        look, the claim and the second look are one operation of the store, as are storing
+        the result and giving the lease back: two round trips per call.
+        """
+        self.stats.calls += 1
+        look = not self.refresh
+        while True:
+            record, claimed = await self.calls.look_or_claim(
+                request.key, self.runtime.lease_ttl_s, look=look)
+            if record is not None:
+                if (hit := self._hit(request, record, accept)) is not None:
+                    return hit
+                look = False  # unusable: claim it, to ask again
+                continue
+            if claimed:
+                break
+            await asyncio.sleep(0.2)  # another client is making this call: wait for its result
+            look = not self.refresh
+        self._leases.hold(request.key)  # renewed for as long as it is held
+        released = False
+        try:
+            outcome, released = await self._call_uncached(request, accept)
+            return outcome
+        finally:
+            await self._leases.let_go(request.key, released=released)
+
+    async def _store(self, request: ChatRequest, outcome: ChatOutcome,
+                     accept: Callable[[str], T] | None) -> tuple[ChatOutcome, bool]:
+        """Cache a finished call and give its lease back; when another run stored this request
+        first, use its record (first writer wins), so every stage pairs the same answer with the
+        same verdict."""
+        replace = self.refresh or request.key in self._replace
+        record = outcome.record()
+        stored = await self.calls.store_and_release(request.key, record, replace=replace)
+        if stored == record:
+            return outcome, True
+        winner = ChatOutcome.from_record(request.key, stored)
+        try:
+            winner.parsed = accept(winner.content or "") if accept is not None else None
+        except ValueError:
+            return outcome, True
+        return winner, True
+
+    async def _call_uncached(self, request: ChatRequest,
+                             accept: Callable[[str], T] | None) -> tuple[ChatOutcome, bool]:
+        """The outcome, and whether the lease is given back already (with the stored result)."""
+        plan = request.retry
+        if accept is None:
+            tries = 1
+        elif self.reply_kind == "model":
+            tries = self.runtime.model_parse_attempts
+        else:  # the user's number, else the suite protocol's, else the default
+            tries = self.runtime.judge_parse_attempts or (
+                plan.attempts if plan is not None and plan.attempts else JUDGE_PARSE_ATTEMPTS)
+        attempts, last_error = 0, "no reply"
+        cut_off: ChatOutcome | None = None
+        for attempt in range(tries):
+            asked = plan.request_for(request, attempt) if plan is not None else request
+            outcome = await self._call_once(asked)
+            outcome.request_key = request.key  # the call is the first request, on every try
+            attempts += outcome.attempts
+            outcome.attempts = attempts
+            if outcome.status == "error":
+                self.stats.failures += 1
+                return outcome, False
+            if accept is None:  # the model under test: a non-answer is its answer, cached
+                self.stats.not_answers += not outcome.ok
+                self._count_kept(outcome)
+                return await self._store(request, outcome, accept)
+            if outcome.status == "truncated" and plan is not None \
+                    and plan.ask_again_when_truncated:
+                self.stats.not_answers += 1
+                cut_off, last_error = outcome, outcome.error or "cut off"
+                continue
+            if outcome.status in ("truncated", "blocked"):
+                # Asking again would be cut or blocked the same way: a judge error, not cached.
+                self.stats.not_answers += 1
+                return outcome, False
+            cut_off = None
+            try:
+                if not outcome.ok:
+                    raise ValueError(outcome.error)
+                outcome.parsed = accept(outcome.content or "")
+            except ValueError as exc:
+                self.stats.invalid_replies += 1
+                last_error = f"invalid {self.reply_kind} reply: " \
+                             f"{str(exc).splitlines()[0][:300]}"
+                continue
+            self._count_kept(outcome)
+            return await self._store(request, outcome, accept)
+        if cut_off is not None:  # the last try was cut off too: said as such, not cached
+            return cut_off, False
+        self.stats.failures += 1
+        return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error), False
+
+    def _count_kept(self, outcome: ChatOutcome) -> None:
+        self.stats.prompt_tokens += outcome.prompt_tokens or 0
+        self.stats.completion_tokens += outcome.completion_tokens or 0
+
+    # HTTP attempts.
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        ceiling = min(self.runtime.retry_max_delay_s,
+                      self.runtime.retry_base_delay_s * (2 ** (attempt - 1)))
+        delay = random.uniform(0, ceiling)
+        return max(delay, retry_after) if retry_after is not None else delay
+
+    def _estimated_tokens(self, request: ChatRequest) -> float:
+        prompt = request.estimated_prompt_tokens
+        answered = self.stats.completion_tokens / max(1, self.stats.calls - self.stats.cache_hits)
+        expected = answered if self.stats.completion_tokens else 512
+        return prompt + min(expected, dict(request.params).get("max_tokens", expected))
+
+    async def _attempt(self, request: ChatRequest) -> tuple[Any, float]:
+        if self._request_pacer is not None:
+            await self._request_pacer.acquire()
+        estimate = 0.0
+        if self._token_pacer is not None:
+            estimate = self._estimated_tokens(request)
+            await self._token_pacer.acquire(estimate)
+        kwargs: dict[str, Any] = dict(request.params)
+        if self.role.api_base:
+            kwargs["api_base"] = self.role.api_base
+        key = api_key_for(self.role)
+        if key:
+            kwargs["api_key"] = key
+        started = time.monotonic()
+        self.stats.http_attempts += 1
+        with litellm_costs.priced_per_stage():
+            response = await self._completion(
+                model=request.model,
+                messages=[{"role": role, "content": wire_content(content)}
+                          for role, content in request.messages],
+                timeout=self._timeout, max_retries=0, **kwargs)
+        usage = getattr(response, "usage", None)
+        self.stats.paid_prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
+        self.stats.paid_completion_tokens += getattr(usage, "completion_tokens", None) or 0
+        if self._token_pacer is not None:
+            await self._token_pacer.settle((getattr(usage, "total_tokens", None) or 0) - estimate)
+        return response, time.monotonic() - started
+
+    def _declare_down(self, message: str) -> EndpointDown:
+        where = f" at {self.role.endpoint}" if self.role.endpoint else ""
+        self._down = EndpointDown(
+            f"{self.role.model}{where}: no call succeeded for "
+            f"{self.runtime.down_after_s:g} s, {self._breaker.failures} failed attempts in a row "
+            f"(last: {message}); stopping. Finished calls are cached: re-run to continue.")
+        return self._down
+
+    async def _call_once(self, request: ChatRequest) -> ChatOutcome:
+        """One logical call with HTTP retries; no parsing."""
+        attempt = failures = rate_limited = 0
+        while True:
+            if self._down is not None:
+                raise self._down
+            attempt += 1
+            started = await self.in_flight.acquire()
+            failure: AttemptFailed | None = None
+            try:
+                response, latency = await self._attempt(request)
+            except (ProviderRejected, asyncio.CancelledError):
+                self.in_flight.release(started)
+                raise
+            except Exception as exc:  # provider errors arrive as many types; classify sorts them
+                try:
+                    failure = classify(exc, self.role.model, request.api_base)
+                finally:
+                    self.in_flight.release(started, rate_limited=failure is not None
+                                           and failure.rate_limited)
+            else:
+                self.in_flight.release(started)
+            if failure is None:
+                self._breaker.success()
+                return self._outcome(request, response, latency, attempt)
+            if failure.rate_limited:
+                self.stats.rate_limited += 1
+                rate_limited += 1
+                if failure.retry_after and self._request_pacer is not None:
+                    await self._request_pacer.defer(failure.retry_after)
+                if rate_limited >= self.runtime.rate_limited_attempts:
+                    return ChatOutcome(request.key, status="error", attempts=attempt,
+                                       error=f"still rate limited after {rate_limited} tries: "
+                                             f"{failure}")
+                await asyncio.sleep(self._backoff(rate_limited, failure.retry_after))
+                continue
+            if self._breaker.failure():
+                raise self._declare_down(str(failure))
+            failures += 1
+            if not failure.retryable or failures >= self.runtime.max_attempts:
+                note = f" after {self._timeout:g} s, not retried: the provider may have " \
+                       "billed it; a re-run asks again" if failure.timed_out else ""
+                return ChatOutcome(request.key, status="error", attempts=attempt,
+                                   error=f"{failure}{note}")
+            await asyncio.sleep(self._backoff(failures, failure.retry_after))
+
+    @staticmethod
+    def _outcome(request: ChatRequest, response: Any, latency: float,
+                 attempt: int) -> ChatOutcome:
+        choice = response.choices[0]
+        message = choice.message
+        usage = getattr(response, "usage", None)
+        status, why = reply_status(message.content, choice.finish_reason,
+                                   getattr(message, "refusal", None))
+        return ChatOutcome(
+            request.key, status=status, content=message.content, error=why,
+            finish_reason=choice.finish_reason,
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            latency_s=round(latency, 4), attempts=attempt,
+            served_model=getattr(response, "model", None),
+            system_fingerprint=getattr(response, "system_fingerprint", None),
+            litellm_version=LITELLM_VERSION)
+
+
+def estimated_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """Dollars for these tokens from litellm's bundled price map; None when the model is not in
+    it (local and custom models)."""
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    except Exception:  # litellm raises several types for models it has no price for
+        return None
+    return prompt_cost + completion_cost

@@ -1,0 +1,110 @@
+"""What a provider's failure means for the run: retry it, retry it after waiting as asked (rate
+limited), fail this one call, or stop the run (bad key, unknown model, exhausted quota).
+
+litellm turns every provider's errors into its own exception types, nests the provider's text
+inside several prefixes and wraps the transport's error (httpx, aiohttp, OSError) in a generic
+"Connection error": this module reads through all of that once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import litellm
+
+from ..common.errors import ProviderRejected
+from ..common.redaction import redact
+
+
+class AttemptFailed(Exception):
+    """One HTTP attempt failed; how the call should go on."""
+
+    def __init__(self, message: str, *, retryable: bool, rate_limited: bool = False,
+                 timed_out: bool = False, retry_after: float | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.rate_limited = rate_limited
+        self.timed_out = timed_out
+        self.retry_after = retry_after
+
+
+def retry_after_of(exc: BaseException) -> float | None:
+    """The provider's Retry-After, in seconds, if it sent one."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
+    if not headers:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _chain(exc: BaseException):
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def connection_failure(exc: BaseException, endpoint: str | None) -> str | None:
+    """'connection refused by <endpoint>' and the like, read from the transport error litellm
+    wrapped; None when the failure is not about reaching the endpoint."""
+    where = endpoint or "the provider"
+    for link in _chain(exc):
+        text = f"{type(link).__name__}: {link}".lower()
+        if isinstance(link, ConnectionRefusedError) or "connection refused" in text \
+                or "connect call failed" in text or "errno 111" in text:
+            return f"connection refused by {where} (is the server running?)"
+        if "name or service not known" in text or "nodename nor servname" in text \
+                or "temporary failure in name resolution" in text or "getaddrinfo" in text:
+            return f"cannot resolve the host of {where}"
+        if "network is unreachable" in text or "no route to host" in text:
+            return f"no network route to {where}"
+    return None
+
+
+def describe(exc: BaseException, status: int | None) -> str:
+    """A short message: litellm nests provider names and class names several times over."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    text = text.rsplit("Exception - ", 1)[-1]
+    text = re.sub(r"^(litellm\.)?\w+(Error|Timeout): ", "", text)
+    kind = type(exc).__name__
+    return (f"HTTP {status} {kind}: {text}" if status else f"{kind}: {text}")[:300]
+
+
+_QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|billing", re.IGNORECASE)
+
+
+def classify(exc: BaseException, model: str, endpoint: str | None) -> AttemptFailed:
+    """Sort a provider exception into retryable, rate limited, fatal for the call or (raised)
+    fatal for the run."""
+    status = getattr(exc, "status_code", None)
+    refused = connection_failure(exc, endpoint)
+    message = redact(refused or describe(exc, status))
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) \
+            or status in (401, 403):
+        raise ProviderRejected(f"{model}: the provider rejected the credentials ({message})")
+    if isinstance(exc, litellm.NotFoundError) or status == 404:
+        raise ProviderRejected(f"{model}: model or endpoint not found ({message})")
+    if isinstance(exc, litellm.RateLimitError) or status == 429:
+        if _QUOTA.search(str(exc)):
+            raise ProviderRejected(f"{model}: the provider's quota is exhausted ({message})")
+        return AttemptFailed(message, retryable=True, rate_limited=True,
+                             retry_after=retry_after_of(exc))
+    if refused is None and isinstance(exc, (litellm.Timeout, asyncio.TimeoutError)):
+        return AttemptFailed(message, retryable=False, timed_out=True)
+    retryable_types = (litellm.InternalServerError, litellm.ServiceUnavailableError,
+                       litellm.APIConnectionError, litellm.BadGatewayError, ConnectionError)
+    retryable = refused is not None or isinstance(exc, retryable_types) \
+        or (status is not None and status >= 500) or status in (408, 409)
+    if isinstance(exc, (litellm.BadRequestError, litellm.UnprocessableEntityError)) \
+            and status is not None and status < 500:
+        retryable = False
+    return AttemptFailed(message, retryable=retryable, retry_after=retry_after_of(exc))

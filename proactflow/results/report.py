@@ -1,0 +1,167 @@
+"""`proactflow report`: a leaderboard with bootstrap intervals over explicit evaluations, the
+upstream-shaped metrics of each, and a self-contained HTML page.
+
+Every row is one evaluation (a judgments artifact, see evaluations.py): two prompts of one judge,
+a smoke test beside the full run, or a run beside the imported published results are separate
+rows with labels that say what differs. Rows scored on different trigger sets are ranked only
+within their own set, and the page says so.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
+from ..common.errors import UserError
+from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
+from .viewer import write_viewer
+from ..suites.proactbench.exports import results_rows, upstream_metrics
+from .report_html import STYLE, agreement_section, bar_chart, table_html
+from ..suites.proactbench.agreement import judge_agreement
+from ..suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges
+from ..suites.proactbench.phase_scores import score_phases
+
+PERCENT_COLUMNS = ("pass_rate", "weighted_score", "ci_low", "ci_high")
+
+
+def coverage_line(evaluation: Evaluation) -> str:
+    """How many triggers an evaluation actually scored, on which trigger set, and why not the
+    rest."""
+    counts = evaluation.judgments["status"].value_counts()
+    by_status = dict(zip(counts["status"].to_list(), counts["count"].to_list()))
+    total = evaluation.judgments.height
+    scored = by_status.pop("scored", 0)
+    reasons = ", ".join(f"{status} {n}" for status, n in sorted(by_status.items()))
+    where = f", {evaluation.trigger_set.describe()}" if evaluation.trigger_set else ""
+    return (f"{evaluation.label or evaluation.base_label}: scored {scored} of {total} triggers"
+            + (f" (not evaluated: {reasons})" if reasons else "")
+            + f" [{evaluation.source}{where}]")
+
+
+def _tagged(evaluation: Evaluation) -> pl.DataFrame:
+    return evaluation.tagged().with_columns(responses=pl.lit(evaluation.responses_key))
+
+
+def _category_table(evaluations: list[Evaluation]) -> pl.DataFrame:
+    frames = [_tagged(e).join(e.triggers.select("unique_id_eval", "turn", "category_key"),
+                              on=["unique_id_eval", "turn"], how="left") for e in evaluations]
+    scored = pl.col("status") == "scored"
+    return (pl.concat(frames, how="diagonal_relaxed")
+            .group_by("label", "category_key")
+            .agg(evaluated=scored.sum(),
+                 credit=(scored & (pl.col("score") == "PASS")).sum()
+                 + 0.5 * (scored & (pl.col("score") == "PARTIAL")).sum())
+            .with_columns(weighted_score=pl.when(pl.col("evaluated") > 0)
+                          .then(pl.col("credit") / pl.col("evaluated")))
+            .sort("category_key", "label"))
+
+
+def write_agreement(out: Path, table: pl.DataFrame, disagreements: pl.DataFrame) -> None:
+    """agreement.csv (confusion matrices as JSON text) and disagreements.csv."""
+    flat = table.with_columns(pl.Series("confusion", [json.dumps(m) for m in
+                                                      table["confusion"].to_list()],
+                                        dtype=pl.String))
+    write_atomic(out / "agreement.csv", flat.write_csv().encode())
+    write_atomic(out / "disagreements.csv", disagreements.write_csv().encode())
+
+
+def _trigger_sets_note(evaluations: list[Evaluation]) -> str:
+    sets = {e.trigger_set.key: e.trigger_set for e in evaluations if e.trigger_set}
+    if len(sets) < 2:
+        return ""
+    items = "".join(f"<li><b>{html.escape(key)}</b>: {html.escape(s.describe())}</li>"
+                    for key, s in sorted(sets.items()))
+    return ("<p class='note'><b>These evaluations were scored on different trigger sets.</b> "
+            "Rows are ranked only against rows of the same set (column trigger_set); scores "
+            f"across sets are not comparable.</p><ul>{items}</ul>")
+
+
+def write_suite_page(out: Path, title: str, body: str, board: pl.DataFrame) -> dict[str, Any]:
+    """report.html holding one suite's section (a suite without ProactBench's report)."""
+    out.mkdir(parents=True, exist_ok=True)
+    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>
+<h1>{html.escape(title)}</h1>{body}</body></html>"""
+    write_atomic(out / "report.html", page.encode("utf-8"))
+    return {"leaderboard": board, "coverage": [], "paths": {
+        "report.html": str(out / "report.html")}}
+
+
+def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: int = 0,
+                 evaluations: list[Evaluation] | None = None,
+                 published: Path | None = None, other_suites: bool = True,
+                 include_incomplete: bool = False) -> dict[str, Any]:
+    """Leaderboard, metrics and report.html over ProactBench's `evaluations` (default: every
+    complete evaluation in the store), with a section per other suite found in the store (all
+    of its complete evaluations; `published`: a folder of its published results files)."""
+    from ..suites.proactiveagent.report import section as proactiveagent_section
+
+    evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
+    out.mkdir(parents=True, exist_ok=True)
+    other = proactiveagent_section(store, out, published_folder=published,
+                                   include_incomplete=include_incomplete) \
+        if other_suites else None
+    if not evaluations:
+        if other is None:
+            raise UserError(f"no complete evaluations in {store.url} for this selection: run "
+                            "'proactflow run' or 'proactflow import' first, or see "
+                            "'proactflow report --help' for the selection options")
+        return write_suite_page(out, "Proactivity report", other[0], other[1])
+    tagged = pl.concat([_tagged(e) for e in evaluations], how="diagonal_relaxed")
+    board = build_leaderboard(tagged, samples=samples, seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "leaderboard.csv", board.write_csv().encode())
+    write_parquet_atomic(out / "leaderboard.parquet", board)
+    metrics_dir = out / "metrics"
+    metrics_dir.mkdir(exist_ok=True)
+    names = file_names(evaluations)
+    coverage = []
+    for e in evaluations:
+        results = results_rows(e.triggers, e.responses, e.judgments)
+        metrics = upstream_metrics(results, score_phases(e.judgments), e.judgments, e.responses)
+        metrics["proactflow"].update({
+            "model": e.model, "judge": e.judge, "judge_prompt_sha256": e.judge_prompt_sha256,
+            "evaluation": e.key, "label": e.label, "source": e.source,
+            "trigger_set": asdict(e.trigger_set) if e.trigger_set else None})
+        write_atomic(metrics_dir / f"{names[e.key]}.json",
+                     (json.dumps(metrics, indent=2, ensure_ascii=False) + "\n").encode())
+        coverage.append(coverage_line(e))
+    failed = tagged.filter(pl.col("status") != "scored").select(
+        "label", "unique_id_eval", "turn", "phase", "status", "message")
+    categories = _category_table(evaluations)
+    agreement, disagreements = judge_agreement(tagged)
+    if not agreement.is_empty():
+        write_agreement(out, agreement, disagreements)
+    ranked = with_rank_ranges(board).select(
+        "rank", "label", "phase", "evaluated", "pass", "partial", "fail", "not_evaluated",
+        *PERCENT_COLUMNS, "trigger_set", "source")
+    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>ProactBench report</title><style>{STYLE}</style></head><body>
+<h1>ProactBench proactivity report</h1>
+<p class="note">Weighted score = (PASS + 0.5 PARTIAL) / evaluated. Intervals: 95 % bootstrap over
+dialogues ({samples} resamples, seed {seed}). A rank such as 1-3 means the row's interval
+overlaps others': those rows are not separable at this sample size. Each row is one evaluation;
+where two share a model and judge, the label says what differs.</p>
+{_trigger_sets_note(evaluations)}
+<p><a href="viewer/index.html">Open the per-trigger viewer</a>: each trigger's context, rubric,
+responses and verdicts, models or judges side by side.</p>
+<h2>Weighted score per phase</h2>{bar_chart(board)}
+<h2>Leaderboard</h2>{table_html(ranked, PERCENT_COLUMNS)}
+<h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
+<h2>By persona category</h2>{table_html(categories, ("weighted_score",))}
+{agreement_section(agreement, disagreements)}
+<h2 id="failed">Triggers not scored ({failed.height})</h2>
+{f"<div class='wrap'>{table_html(failed)}</div>" if failed.height else "<p>None.</p>"}
+{other[0] if other else ""}
+</body></html>"""
+    write_atomic(out / "report.html", page.encode("utf-8"))
+    viewer = write_viewer(evaluations, out / "viewer")
+    return {"leaderboard": board, "coverage": coverage, "paths": {
+        "leaderboard.csv": str(out / "leaderboard.csv"), "report.html": str(out / "report.html"),
+        "metrics": str(metrics_dir), "viewer": str(viewer)}}

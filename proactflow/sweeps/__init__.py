@@ -1,0 +1,6 @@
+"""Sweeps: many models under test and judges from one file (sweep_file.py), spread over this
+machine's processes (process_groups.py, each child running process_group.py) or over a work
+pool's workers as deployment runs (deployed.py).
+
+May import: everything below it but cli and flows.sweep (which drives a sweep).
+"""

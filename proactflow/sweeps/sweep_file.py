@@ -1,0 +1,257 @@
+"""Sweep configuration: many models under test, one or more judges, one corpus.
+
+```toml
+suite = "proactbench"                 # optional: proactbench (default) or proactiveagent
+store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow;
+                                      # or "s3://bucket/prefix" (credentials: AWS_* variables)
+database = "postgresql://proactflow@db.lan:5432/proactflow"  # optional: calls, leases and rate
+                                      # limits shared by every host (password: PGPASSWORD)
+out = "results/nightly"               # leaderboard.csv and per-model exports go here
+corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
+revision = "<commit sha>"             # optional hub revision of the corpus
+limit = 20                            # optional
+# [prompts]                           # optional: a suite's prompts from your own files
+# agent_instruction = "step.txt"
+concurrency = 16                      # optional: default calls in flight per model
+rpm = 600                             # optional: default requests per minute per model
+tpm = 400000                          # optional: default tokens per minute per model
+# processes = 4                       # optional: spread the pairs over this many processes
+                                      # (default: one per 4 pairs, at most one per core)
+# deployment = "evaluate/evaluate"    # optional: each pair a run of this deployment, on the
+                                      # pool's workers (a model's `work_queue` picks a queue)
+
+[[judges]]
+model = "gpt-5.4"
+concurrency = 8                       # optional: this model's own limits (also rpm, tpm),
+                                      # shared by every evaluation that calls it
+
+[[models]]
+model = "gpt-4o-mini"
+
+[[models]]
+model = "openai/my-model"
+api_base = "http://localhost:8000/v1"
+temperature = 0.2                     # any generation setting; the rest are the protocol's
+revision = "ckpt-2026-11-25"          # optional: your label for what serves it now
+```
+
+A limit belongs to the model at its endpoint, not to a pair: the six evaluations of two judges
+times three models each keep to the judge's `concurrency` together, and so does every other
+run calling that model on this store's host (or on the database). Limits enter no key. A bad
+value is one line naming the file, the entry (`models[2] (openai/my-model)`, counted from 1)
+and the key.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_serializer,
+                      field_validator, model_validator)
+
+from ..config.effective import safety_settings_off
+from ..common.errors import UserError
+from ..common.redaction import redact_url, url_has_secrets
+from ..results.evaluations import safe_name
+from ..common.postgres import check_database_url, default_database
+from ..limits.model_limits import MAX_CONCURRENCY, Limits
+from ..config.settings import (DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
+                               RuntimeOptions, check_store, default_store, role_generation)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class SweepModel(BaseModel):
+    """One model entry of a sweep file: a model string plus optional endpoint and settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="litellm model string.")
+    api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint.")
+    api_key_env: str | None = Field(default=None, description="Variable holding the key.")
+    temperature: float | None = Field(default=None, description="Override of the default.")
+    max_tokens: int | None = Field(default=None, description="Override of the default.")
+    top_p: float | None = Field(default=None, description="Override of the default.")
+    reasoning_effort: str | None = Field(default=None, description="Override of the default.")
+    system_prompt: str | None = Field(default=None, description="Model under test only.")
+    gemini_safety_off: bool = Field(default=False, description="Gemini's harm filters off.")
+    revision: str | None = Field(
+        default=None, description="Your label for what serves this model now (a checkpoint, a "
+                                  "deployment date): a new label asks every call again.")
+    concurrency: int | None = Field(
+        default=None, ge=1, le=MAX_CONCURRENCY, strict=True,
+        description="Calls in flight to this model, shared by every evaluation calling it.")
+    rpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Requests per minute to this model, shared likewise.")
+    tpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Tokens per minute to this model, shared likewise.")
+    work_queue: str | None = Field(
+        default=None, description="Models, with `deployment` only: the work queue of the pool "
+                                  "its evaluations wait in (e.g. one served by its GPU node's "
+                                  "worker); default the deployment's.")
+
+    @field_serializer("api_base")
+    def _without_secrets(self, api_base: str | None) -> str | None:
+        """Credentials in an endpoint URL never reach Prefect's parameters (see ModelRole)."""
+        return redact_url(api_base) if api_base else None
+
+    @field_validator("temperature", "max_tokens", "top_p", "reasoning_effort", mode="before")
+    @classmethod
+    def _none_unsets(cls, value: Any) -> Any:
+        """TOML has no null: "none" means "send none" (e.g. top_p = "none")."""
+        return None if isinstance(value, str) and value.lower() in ("none", "null", "off") \
+            else value
+
+    def role(self, kind: Role, suite: str = DEFAULT_SUITE) -> ModelRole:
+        explicit = self.model_dump(include={"temperature", "max_tokens", "top_p",
+                                            "reasoning_effort", "system_prompt",
+                                            "gemini_safety_off"}, exclude_unset=True)
+        if explicit.get("gemini_safety_off"):
+            safety_settings_off(self.model)
+        generation, deviations = role_generation(kind, self.model, explicit, suite)
+        return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
+                         generation=generation, deviations=deviations, revision=self.revision,
+                         limits=Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
+
+
+class SweepConfig(BaseModel):
+    """A whole sweep file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default) "
+                                                          "or proactiveagent.")
+    models: list[SweepModel] = Field(min_length=1, description="Models under test.")
+    judges: list[SweepModel] = Field(min_length=1, description="Judges; each scores every model.")
+    store: str | None = Field(default=None, description="Artifact store: a folder or an fsspec "
+                                                        "URL (s3://bucket/prefix).")
+    database: str | None = Field(
+        default=None, description="PostgreSQL URL for the per-call cache, leases and rate "
+                                  "limits (default $PROACTFLOW_DATABASE); never a password.")
+    out: str | None = Field(default=None, description="Folder for the leaderboard and exports.")
+    corpus: str | None = Field(default=None, description="Local corpus; default the hub.")
+    revision: str | None = Field(default=None, description="Hub revision to pin.")
+    limit: int | None = Field(default=None, ge=1, description="Only the first N dialogues.")
+    judge_prompt: str | None = Field(default=None, description="Judge prompt file.")
+    prompts: dict[str, str] = Field(
+        default_factory=dict, description="The suite's prompts from files of yours, by name "
+                                          "(as --prompt NAME=FILE; proactiveagent: "
+                                          "agent_system, agent_instruction, judge, "
+                                          "judge_instruction).")
+    concurrency: int = Field(default=16, ge=1, le=MAX_CONCURRENCY, strict=True,
+                             description="Calls in flight per model, unless its entry says.")
+    rpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Requests per minute per model, unless its entry says.")
+    tpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
+                              description="Tokens per minute per model, unless its entry says.")
+    samples: int = Field(default=1, ge=1, le=100, description="Responses drawn per trigger.")
+    min_coverage: float | None = Field(
+        default=None, ge=0, le=1, description="Share of triggers each pair must score for the "
+                                              "sweep to succeed; default: none lost to errors.")
+    deployment: str | None = Field(
+        default=None, description="flow/deployment (evaluate/evaluate): each pair runs as a run "
+                                  "of it on the pool's workers; default: in this process.")
+    processes: int | None = Field(
+        default=None, ge=1, le=256, strict=True,
+        description="Processes of this machine the evaluations are spread over; default one per "
+                    "4 pairs, at most one per core (1: all in the sweep's own process).")
+    deployment_timeout: float = Field(
+        default=600.0, gt=0, description="Seconds a pair's run may wait in a work queue that no "
+                                         "worker polls before it is cancelled and fails.")
+
+    @model_validator(mode="after")
+    def _deployable(self) -> "SweepConfig":
+        if any(judge.work_queue for judge in self.judges):
+            raise ValueError("work_queue belongs to [[models]] entries: a judge runs where its "
+                             "model's evaluation runs")
+        if self.deployment and self.processes is not None:
+            raise ValueError("processes spreads a sweep over this machine; with a deployment "
+                             "the pool's workers run the pairs (start more workers instead)")
+        if not self.deployment:
+            if any(model.work_queue for model in self.models):
+                raise ValueError("work_queue needs deployment = \"evaluate/evaluate\"")
+            return self
+        for entry in [*self.models, *self.judges]:
+            if entry.api_base and url_has_secrets(entry.api_base):
+                # Workers get the settings redacted: such a URL would reach them masked.
+                raise ValueError(f"{entry.model}: with a deployment, credentials go in the "
+                                 "workers' environment (api_key_env), not in api_base")
+        return self
+
+    @field_validator("database")
+    @classmethod
+    def _no_password(cls, database: str | None) -> str | None:
+        return check_database_url(database) if database else None
+
+    # Sent as given (serve's runs read it from Prefect's parameters): it holds no password.
+    @field_validator("store")
+    @classmethod
+    def _store_without_secrets(cls, value: str | None) -> str | None:
+        return check_store(value) if value else value
+
+    def runs(self) -> list[RunSettings]:
+        """One RunSettings per (model, judge), in file order. For a deployment, local paths are
+        made absolute: a worker resolves them in its own folder, on its own machine."""
+        place: Callable[[str], str] = _absolute if self.deployment else str
+        store = place(self.store or default_store())
+        out = Path(place(self.out)) if self.out else None
+        return [RunSettings(
+            suite=self.suite, model_under_test=model.role("model_under_test", self.suite),
+            judge=judge.role("judge", self.suite),
+            corpus=CorpusSource(path=self.corpus and place(self.corpus), revision=self.revision,
+                                limit=self.limit),
+            judge_prompt_file=self.judge_prompt and place(self.judge_prompt),
+            prompt_files={name: place(file) for name, file in self.prompts.items()}, store=store,
+            samples=self.samples, database=self.database or default_database(),
+            min_coverage=self.min_coverage,
+            out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
+            else None,
+            runtime=RuntimeOptions(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
+            for model in self.models for judge in self.judges]
+
+
+    def work_queues(self) -> list[str | None]:
+        """The work queue of each of `runs()`, in its order (None: the deployment's)."""
+        return [model.work_queue for model in self.models for _ in self.judges]
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else str(Path(path).expanduser().resolve())
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    path = Path(path)
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"sweep file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"{path}: {_problem(data, exc.errors()[0])}") from None
+
+
+def _problem(data: dict[str, Any], error: Any) -> str:
+    """One validation error as `models[2] (openai/my-model): concurrency: <why>`: an entry by
+    its place in the file (counted from 1, as a reader counts [[models]] blocks) and its model."""
+    loc = list(error["loc"])
+    where = []
+    if len(loc) >= 2 and loc[0] in ("models", "judges") and isinstance(loc[1], int):
+        entries = data.get(loc[0])
+        entry = entries[loc[1]] if isinstance(entries, list) else None
+        model = entry.get("model") if isinstance(entry, dict) else None
+        where.append(f"{loc[0]}[{loc[1] + 1}]" + (f" ({model})" if isinstance(model, str)
+                                                  else ""))
+        loc = loc[2:]
+    where.append(".".join(str(part) for part in loc) or "(file)")
+    if error["type"] == "extra_forbidden":
+        return f"{': '.join(where)}: unknown key"
+    given = f", got {error['input']!r}" if loc and not isinstance(error["input"], dict) else ""
+    return f"{': '.join(where)}: {error['msg']}{given}"
