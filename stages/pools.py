@@ -1,5 +1,5 @@
-"""Worker pools for a stage's calls: a fixed number of asyncio workers pulling items, so 624
-triggers never become 624 pending tasks."""
+"""Worker pools for a stage's calls: a fixed number of asyncio workers pulling items, so a
+corpus of 624 samples never becomes 624 pending tasks."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ A suite declares what differs between benchmarks and nothing else: where its sam
 how the model under test is prompted (including how its context evolves over an episode), how a
 reply is read, how it is scored (an LLM judge, a reward model behind an OpenAI-compatible
 endpoint, or a deterministic check) and how scores aggregate into groups. The stages
-(stages/), the one edge to providers (proactflow/providers/llm.py), the artifact store and per-call cache
-(cache/), the flows and the CLI are written once for every suite:
+(stages/), the one edge to providers (proactflow/providers/llm.py), the artifact store and
+per-call cache (cache/), the flows and the CLI are written once for every suite:
 
     samples ──plan──► requests ──execute──► outcomes ──interpret──► responses
     responses ──plan──► judge requests ──execute──► outcomes ──interpret──► judgments

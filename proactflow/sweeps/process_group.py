@@ -1,6 +1,6 @@
-"""`python -m proactflow.sweeps.process_group [RUN_ID...]`: run a sweep's group of `evaluate` flow runs,
-all at once on this process's event loop (process_groups.py starts it). The flow runs exist
-already, under the sweep; their parameters come from the Prefect API at PREFECT_API_URL.
+"""`python -m proactflow.sweeps.process_group [RUN_ID...]`: run a sweep's group of `evaluate`
+flow runs, all at once on this process's event loop (process_groups.py starts it). The flow runs
+exist already, under the sweep; their parameters come from the Prefect API at PREFECT_API_URL.
 
 Without run ids on the command line, the process imports what a run needs, then reads them from
 its standard input, one line: the sweep starts it before its checks, so that the seconds of

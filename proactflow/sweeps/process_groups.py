@@ -129,8 +129,8 @@ def prestart(count: int, api_url: str, runs: list[RunSettings]) -> None:
 
 
 def _spawn(ids: list[uuid.UUID], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "proactflow.sweeps.process_group", *map(str, ids)],
-                            stdin=subprocess.PIPE, env=env)
+    return subprocess.Popen([sys.executable, "-m", "proactflow.sweeps.process_group",
+                             *map(str, ids)], stdin=subprocess.PIPE, env=env)
 
 
 def _children(planned: list[list[uuid.UUID]], env: dict[str, str]
