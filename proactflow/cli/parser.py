@@ -10,6 +10,7 @@ from .options import (EPILOG, Parser, add_database_option, add_role_options,
                       add_selection_options, add_store_option, age, fraction, judge_list,
                       non_negative_float, phases_list, positive_float, positive_int,
                       prompt_file)
+from .rejudging import rejudge_command
 from .running import run_command
 from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
                              runs_rm_command, runs_show_command, view_command)
@@ -153,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "--judge-* options for all), then report their agreement: "
                                     "percent agreement, Cohen's kappa, quadratic-weighted kappa, "
                                     "confusion matrices and the disagreeing triggers")
-        sub.set_defaults(handler=run_command)
+        sub.set_defaults(handler=rejudge_command if name == "rejudge" else run_command)
 
     imports = commands.add_parser(
         "import", help="store published per-dialogue results files as responses + judgments",

@@ -7,11 +7,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..common.errors import UserError
 from ..config.settings import PAPER_JUDGE, RunSettings, default_store
 from ..results.evaluations import safe_name
 from .options import database_from_args, settings_from_args
-from .running import (coverage_status, preflight, print_scores, quiet_console_tracebacks,
-                      quiet_temporary_server, run_flow)
+from ..run.progress import quiet_console_tracebacks
+from .running import (coverage_status, preflight, print_scores, quiet_temporary_server,
+                      run_command, run_flow)
+
+
+def rejudge_command(args: argparse.Namespace) -> int:
+    """`rejudge`: of every selected evaluation (--all-models), with several judges (--judges),
+    or of one evaluation by one judge, which is a run that reuses the stored responses."""
+    if args.all_models:
+        return rejudge_all(args)
+    if not args.eval_model:
+        raise UserError("rejudge needs --eval-model MODEL (with the settings of the run that "
+                        "produced the responses) or --all-models")
+    if args.judges:
+        return rejudge_many(args, args.judges)
+    return run_command(args)
 
 
 def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:

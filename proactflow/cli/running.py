@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from typing import Any, Callable
@@ -14,6 +13,7 @@ from ..common.gcpolicy import freeze_start_up_heap
 from ..common.redaction import redact_url
 from ..config.settings import RunSettings
 from ..prefect_server.api import prefect_api, start_temporary_server
+from ..run.progress import quiet_console_tracebacks
 from .options import EXIT_LOW_COVERAGE, settings_from_args
 
 
@@ -38,29 +38,6 @@ def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: 
     if not complete:
         console.print("[yellow]Some calls failed (counted as not evaluated above). Run the same "
                       "command again to retry only those.[/yellow]")
-
-
-class _NoUserErrorTraceback(logging.Filter):
-    """Keeps Prefect's console lines about a user-fixable failure (and about the stage stopped by
-    it) but drops the traceback: the CLI ends with the one-line error. The Prefect UI still gets
-    the full record."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from ..stages.streaming import StageAborted
-
-        if record.exc_info and isinstance(record.exc_info[1], (UserError, StageAborted)):
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
-def quiet_console_tracebacks() -> None:
-    from prefect.logging.configuration import setup_logging
-
-    setup_logging()
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, _NoUserErrorTraceback) for f in handler.filters):
-            handler.addFilter(_NoUserErrorTraceback())
 
 
 def preflight(args: argparse.Namespace, settings: RunSettings,
@@ -124,17 +101,8 @@ def quiet_temporary_server() -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from .rejudging import rejudge_all, rejudge_many  # they build on this module
-
-    if args.command == "rejudge":
-        if getattr(args, "all_models", False):
-            return rejudge_all(args)
-        if not args.eval_model:
-            raise UserError("rejudge needs --eval-model MODEL (with the settings of the run that "
-                            "produced the responses) or --all-models")
-    judges = getattr(args, "judges", None)
-    if judges:
-        return rejudge_many(args, judges)
+    """`run`, `status`, and `rejudge` of one evaluation by one judge (cli/rejudging.py hands
+    it those)."""
     from ..run.offline import check_network
 
     check_network(args)  # before the imports that building the settings costs

@@ -12,7 +12,8 @@ from ..common.gcpolicy import freeze_start_up_heap
 from ..common.postgres import check_database_url
 from ..common.redaction import FULL_URLS_ENV, full_urls
 from ..prefect_server.api import api_url, prefect_api, start_temporary_server
-from .running import quiet_console_tracebacks, quiet_temporary_server
+from ..run.progress import quiet_console_tracebacks
+from .running import quiet_temporary_server
 
 
 def sweep_command(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """What a run says while it runs and how it judges itself at the end: a stage's progress in its
-log, and whether enough samples were scored to call the run a success."""
+log, whether enough samples were scored to call the run a success, and Prefect's console lines
+about a user-fixable failure without their traceback."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import time
 from typing import Any
 
+from ..common.errors import UserError
 from ..suites.base import Suite
 
 Logger = logging.Logger | logging.LoggerAdapter
@@ -60,3 +62,26 @@ def coverage_problem(suite: Suite, coverage: tuple[int, int, dict[str, int]],
         return (f"{lost} of {total} {suite.sample_noun} not scored because calls failed "
                 f"({kinds}): re-run to retry them, or accept with --min-coverage")
     return None
+
+
+class _NoUserErrorTraceback(logging.Filter):
+    """Keeps Prefect's console lines about a user-fixable failure (and about the stage stopped by
+    it) but drops the traceback: the CLI ends with the one-line error. The Prefect UI still gets
+    the full record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from ..stages.streaming import StageAborted
+
+        if record.exc_info and isinstance(record.exc_info[1], (UserError, StageAborted)):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def quiet_console_tracebacks() -> None:
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging()
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _NoUserErrorTraceback) for f in handler.filters):
+            handler.addFilter(_NoUserErrorTraceback())

@@ -55,7 +55,7 @@ async def _run(ids: list[uuid.UUID]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from ..cli.running import quiet_console_tracebacks
+    from ..run.progress import quiet_console_tracebacks
     from ..common.gcpolicy import freeze_start_up_heap
 
     if not argv:
