@@ -1,4 +1,13 @@
-"""proactflow: ProactBench proactivity evaluation as a Prefect flow over cached Parquet stages."""
+"""proactflow: how proactive LLMs are, measured on the field's benchmarks (each a suite:
+ProactBench, ProactiveAgent's ProactiveBench, or one of your own), as Prefect flows over cached,
+content-addressed Parquet stages.
+
+A run fetches a suite's samples, asks the model under test, has a judge (or a check) score each
+reply and aggregates the scores. Each stage writes an artifact keyed by everything that changes
+its output and every LLM call goes through a per-call cache, so a repeated, resumed or
+re-judged run pays only for what is new. The subpackages are grouped by concept, each one's
+docstring saying what it owns and what it may import (docs/layout.md has the map).
+"""
 
 import os as _os
 
