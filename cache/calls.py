@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import diskcache
 
-from ..limits.leases import undone_if_cancelled
+from ..common.cancellation import undone_if_cancelled
 from .call_thread import CallThread
 
 _HOST = socket.gethostname()

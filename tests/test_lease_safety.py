@@ -301,7 +301,7 @@ def test_a_claim_cancelled_twice_is_given_back_once_its_answer_arrives():
     """A caller cancelled again while it waits for its claim's answer does not wait longer:
     the claim is given back when the answer arrives, and a claim that failed gives back
     nothing."""
-    from proactflow.limits.leases import undone_if_cancelled
+    from proactflow.common.cancellation import undone_if_cancelled
 
     async def go() -> None:
         given_back: list[str] = []

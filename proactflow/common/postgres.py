@@ -26,7 +26,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from ..limits.leases import undone_if_cancelled
+from .cancellation import undone_if_cancelled
 from .errors import UserError
 from .postgres_errors import CONNECT_TIMEOUT_S, connection_lost, translated, where
 from .postgres_schema import ensure_schema
