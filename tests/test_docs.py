@@ -54,8 +54,12 @@ def test_the_site_refuses_what_a_reader_would_stumble_on(tmp_path, home, other, 
 
 def _anchors(page: Path) -> set[str]:
     """The anchors of a page's headings, spelled as GitHub and MkDocs both spell them."""
-    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"),
-                                                flags=re.DOTALL), re.MULTILINE)
+    headings, fenced = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):  # a fence opens or closes only at a line's start
+            fenced = not fenced
+        elif not fenced and (heading := re.match(r"#+ (.+)$", line)):
+            headings.append(heading.group(1))
     return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
 
 

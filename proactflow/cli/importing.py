@@ -14,8 +14,8 @@ def _listed(names: list[str]) -> str:
 
 
 def print_traces_import(done: Any) -> None:
-    """`done` is a suites.proactiveagent.imports.TracesImport."""
-    from ..suites.proactiveagent.imports import PUBLISHED_REVISION
+    """`done` is a results.published_traces.TracesImport."""
+    from ..results.published_traces import PUBLISHED_REVISION
 
     print(f"{done.folder}: {done.model} (revision {PUBLISHED_REVISION}): {done.imported} of "
           f"{done.events} test events imported ({done.failed_events} failed upstream, judged "

@@ -243,8 +243,8 @@ def _judgment(base: dict[str, Any], judge: str, **fields: Any) -> JudgmentRow:
 def import_published_traces(folder: Path, store: ArtifactStore, *, corpus: str | None = None,
                             model: str | None = None) -> Any:
     """`import --suite proactiveagent DIR`: one model's published ProactiveBench traces stored as
-    its responses (suites/proactiveagent/imports.py), with a run record naming them."""
-    from ..suites.proactiveagent.imports import PUBLISHED_REVISION, import_traces
+    its responses (results/published_traces.py), with a run record naming them."""
+    from .published_traces import PUBLISHED_REVISION, import_traces
 
     done = import_traces(folder, store, corpus=corpus, model=model)
     digest = hashlib.sha256()
