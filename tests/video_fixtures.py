@@ -126,7 +126,7 @@ def write_corpus(root: Path) -> Path:
                        [gold("A green square", (2, 5), (2, 6)),
                         gold("A blue square", (4, 7), (4, 8))])],
         "TV": [sample("show.mp4", "tv-1%Q1", "What colour is the square Ann mentions?", 5.0,
-                      [gold("Blue", (2, 3.5), (2, 4.5))],
+                      [gold("Blue", (2, 2.5), (2, 3.5))],
                       subtitles=[(0.352, "(Ann:)Watch the middle."), (0.9, "(Bob:)Where?"),
                                  (2.0, "(Ann:)There!"), (4.6, "(Bob:)Gone.")])],
         "VAD": [sample("late.mp4", "vad-1", "Report anything unusual.", 10.0,
