@@ -219,3 +219,68 @@ def test_a_crash_mid_decode_leaves_no_partial_set(corpus, tmp_path, monkeypatch)
     monkeypatch.undo()
     stored = stored_frames(video, DEFAULT, tmp_path)
     assert stored.decoded and len(stored.frames) == 8
+
+
+def test_a_steps_chat_keeps_every_text_and_output_and_only_the_windows_images(samples):
+    from proactflow.suites.proactivebench_video.protocol import StepTurn, chat_turns, replies
+    from proactflow.suites.proactivebench_video.pauc import Reply
+    tv, window = samples["TV"], StreamingSettings(frame_window=2)
+    chat = chat_turns(tv, 3, ["NO REPLY", "NO REPLY", "Blue."], window)
+    assert chat == [
+        StepTurn(step=0, texts=("What colour is the square Ann mentions?",
+                                "Subtitle: (Ann:)Watch the middle.", "Subtitle: (Bob:)Where?"),
+                 frames=()), "NO REPLY",
+        StepTurn(step=1, texts=(), frames=()), "NO REPLY",
+        StepTurn(step=2, texts=("Subtitle: (Ann:)There!",), frames=(2,)), "Blue.",
+        StepTurn(step=3, texts=(), frames=(3,))]
+    assert chat_turns(tv, 0, [], DEFAULT) == [StepTurn(step=0, texts=chat[0].texts, frames=(0,))]
+    with pytest.raises(ValueError):
+        chat_turns(tv, 2, ["NO REPLY"], DEFAULT)
+    assert replies(["NO REPLY", "NO REPLY", "Blue.", "Blue."], DEFAULT) == \
+        [Reply(3.0, "Blue."), Reply(4.0, "Blue.")]
+
+
+def test_the_core_end_to_end_equals_a_hand_computation(corpus, samples, tmp_path):
+    """A fake model names the square it sees in the step's decoded frame, a fake judge gives 3
+    when the gold answer is in the replies, else 1; PAUC then equals the hand-worked values."""
+    from proactflow.suites.proactivebench_video.pauc import (TurnResult, judge_plan,
+                                                             part_metrics, score_turn)
+    from proactflow.suites.proactivebench_video.protocol import replies
+    from proactflow.suites.proactivebench_video.annotations import video_path
+
+    def model(image: Path) -> str:
+        colour = vf.centre_colour(image)
+        names = {"red": vf.RED, "green": vf.GREEN, "blue": vf.BLUE}
+        seen = [name for name, value in names.items() if vf.near(colour, value)]
+        return f"A {seen[0]} square" if seen else "NO REPLY"
+
+    turns = []
+    for sample in samples.values():
+        stored = stored_frames(video_path(corpus, sample), DEFAULT, tmp_path)
+        outputs = [model(stored.frame(k).path)
+                   for step in range(step_count(sample, DEFAULT))
+                   for k in frame_indices(step, DEFAULT)]
+        said = replies(outputs, DEFAULT)
+        for gold in sample.answers:
+            plan = judge_plan(sample.question, gold.content, said, gold.reply_start,
+                              gold.reply_end)
+            judged = [(request.time, "3" if gold.content.lower() in request.replies.lower()
+                       else "1") for request in plan]
+            turns.append(TurnResult(sample.part, sample.sample_id, score_turn(
+                judged, gold.reply_start, gold.reply_end, gold.related_end)))
+    table = {row["part"]: (row["turns"], row["pauc_0"], row["pauc_0.5"], row["pauc_1"])
+             for row in part_metrics(turns, samples=50)}
+    # WEB: "A red square" at 4 in [3, 6] scores 3 (its repeats at 5, 6 are dropped):
+    #   (0.5 x 1 + 2 x 2) / 6 = 0.75 at omega 0.
+    # EGO, green in [2, 6]: green at 3 (3), green + blue at 5 (3): (0.5 + 2 x 3) / 8 = 0.8125;
+    #   blue in [4, 8]: step 3's repeated "A green square" is said at 4, inside this window,
+    #   so it is judged first (1), then green + blue at 5 (3): (0 x 1 + 2 x 3) / 8 = 0.75;
+    #   the part's mean is 0.78125.
+    # TV: "A blue square" at 3 in [2, 3.5] holds "blue": (0.5 + 2 x 0.5) / 3 = 0.5.
+    # VAD: "A green square" at 10 in [9, 10] lacks the gold's "appears": 1, y = 0:
+    #   0.5 x 1 / 2 = 0.25 at omega 0, 0.125 at 0.5, 0 at 1 (below silence's 0.25).
+    assert table == {
+        "WEB": (1, pytest.approx(75.0), pytest.approx(87.5), pytest.approx(100.0)),
+        "EGO": (2, pytest.approx(78.125), pytest.approx(89.0625), pytest.approx(100.0)),
+        "TV": (1, pytest.approx(50.0), pytest.approx(75.0), pytest.approx(100.0)),
+        "VAD": (1, pytest.approx(25.0), pytest.approx(12.5), pytest.approx(0.0))}

@@ -15,11 +15,12 @@ here, recorded in every key through `settings_record`. Pure functions, no I/O.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .annotations import UserTurn, VideoSample
+from .pauc import Reply
 
 PROTOCOL_VERSION = 1
 """Bumped when a function below changes what a step holds for the same settings."""
@@ -129,3 +130,45 @@ def episode_plan(sample: VideoSample, settings: StreamingSettings) -> dict[str, 
     steps = step_count(sample, settings)
     images = sum(len(frames_in_chat(step, settings)) for step in range(steps))
     return {"steps": steps, "frames": steps * settings.frames_per_step, "images_sent": images}
+
+
+class StepTurn(BaseModel):
+    """A step's user turn in the chat, before the seam turns frames into images."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: int = Field(ge=0, description="The step it belongs to.")
+    texts: tuple[str, ...] = Field(description=(
+        "Its texts in order: at step 0 the question first, then the step's user turns "
+        "(TV's subtitles) as the annotation holds them."))
+    frames: tuple[int, ...] = Field(description=(
+        "The frame indices whose images it carries now: its own frames when they are still in "
+        "the window, none once they have left it."))
+
+
+def chat_turns(sample: VideoSample, step: int, outputs: Sequence[str],
+               settings: StreamingSettings) -> list[StepTurn | str]:
+    """The chat of a step's request after the system prompt (which the seam supplies): for
+    every step so far a StepTurn, followed by the model's output of that step (a str, the
+    silence marker included) for the earlier steps; `outputs` holds the outputs of steps
+    0..step-1."""
+    if len(outputs) != step:
+        raise ValueError(f"step {step} needs the outputs of the {step} earlier steps, got "
+                         f"{len(outputs)}")
+    shown = set(frames_in_chat(step, settings))
+    chat: list[StepTurn | str] = []
+    for current in range(step + 1):
+        texts = [sample.question] if current == 0 else []
+        texts += [turn.content for turn in step_user_turns(sample, current, settings)]
+        chat.append(StepTurn(step=current, texts=tuple(texts), frames=tuple(
+            k for k in frame_indices(current, settings) if k in shown)))
+        if current < step:
+            chat.append(outputs[current])
+    return chat
+
+
+def replies(outputs: Sequence[str], settings: StreamingSettings) -> list[Reply]:
+    """The episode's replies for PAUC: each output that is not the silence marker, stamped at
+    its step's end (outputs[r] is step r's)."""
+    return [Reply(time=reply_time(step, settings), text=output)
+            for step, output in enumerate(outputs) if not is_silence(output, settings)]
