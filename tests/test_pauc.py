@@ -126,14 +126,15 @@ def _turn(part, sample, status="scored", pauc=0.5, final=None):
 def test_part_metrics_are_turn_weighted_means_with_seeded_intervals():
     turns = [_turn("WEB", "a", pauc=1.0, final=3), _turn("WEB", "a", pauc=1.0, final=3),
              _turn("WEB", "a", pauc=1.0, final=2), _turn("WEB", "b", pauc=0.25),
-             _turn("WEB", "b", "judge_error"), _turn("TV", "c", pauc=0.0, final=1)]
+             _turn("WEB", "b", "judge_error"), _turn("WEB", "d", "error"),
+             _turn("TV", "c", pauc=0.0, final=1)]
     rows = part_metrics(turns, samples=200, seed=1)
     assert [row["part"] for row in rows] == ["TV", "WEB"]
     web = rows[1]
     assert list(web)[:5] == ["part", "turns", "pauc_0", "pauc_0.5", "pauc_1"]
     # turn-weighted: (1 + 1 + 1 + 0.25) / 4, not the mean of the samples' means (0.625)
     assert web["turns"] == 4 and web["pauc_0"] == pytest.approx(81.25)
-    assert web["judge_errors"] == 1
+    assert (web["judge_errors"], web["generation_errors"], web["errors"]) == (1, 0, 1)
     assert (web["answered"], web["final_score_mean"], web["final_3"], web["final_2"]) == \
         (3, pytest.approx(8 / 3), 2, 1)
     assert web["pauc_0_ci_low"] <= web["pauc_0"] <= web["pauc_0_ci_high"]

@@ -216,6 +216,7 @@ def test_a_crash_mid_decode_leaves_no_partial_set(corpus, tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         stored_frames(video, DEFAULT, tmp_path)
     assert calls == [0, 1, 2, 3] and list(tmp_path.rglob("*.jpg")) == []
+    assert [p for p in tmp_path.rglob("*") if p.is_dir() and p.name.endswith(".tmp")] == []
     monkeypatch.undo()
     stored = stored_frames(video, DEFAULT, tmp_path)
     assert stored.decoded and len(stored.frames) == 8

@@ -176,7 +176,7 @@ def _decode_into(video: Path, folder: Path, settings: StreamingSettings) -> list
                     raise VideoDecodeError(video, f"the {settings.frame_format} encoder gave "
                                                   f"no image for frame {k}")
                 name = f"frame-{k:06d}.{extension}"
-                (folder / name).write_bytes(data)
+                _write_synced(folder / name, data)
                 entries.append({"index": k, "time": float(frame.time), "file": name,
                                 "width": encoder.width, "height": encoder.height,
                                 "sha256": hashlib.sha256(data).hexdigest()})
@@ -185,6 +185,13 @@ def _decode_into(video: Path, folder: Path, settings: StreamingSettings) -> list
     if not entries:
         raise VideoDecodeError(video, "no decodable frame")
     return entries
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with path.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _load(final: Path, key: str, record: dict[str, Any], decoded: bool) -> FrameSet:
@@ -206,12 +213,13 @@ def stored_frames(video: Path, settings: StreamingSettings, folder: Path, *,
     if (final / MANIFEST).is_file():
         return _load(final, key, record, decoded=False)
     final.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=final.parent))
+    # A dot and .tmp, as the store's temporary files: gc recognises what a crash left.
+    building = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=final.parent))
     try:
         entries = _decode_into(video, building, settings)
-        manifest = building / MANIFEST
-        manifest.write_text(json.dumps({"record": record, "frames": entries}, sort_keys=True),
-                            encoding="utf-8")
+        # Written last: a folder holding a manifest holds every frame it lists.
+        _write_synced(building / MANIFEST, json.dumps(
+            {"record": record, "frames": entries}, sort_keys=True).encode())
         try:
             os.rename(building, final)
         except OSError:

@@ -31,7 +31,11 @@ JUDGE_USER_TEMPLATE = "Question: {question}\nGround Truth Answer: {gold}\nPredic
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
 
-TurnStatus = Literal["scored", "judge_error"]
+TurnStatus = Literal["scored", "judge_error", "generation_error", "error"]
+"""scored; judge_error (a judge reply held no readable score, or its call failed);
+generation_error (the model's episode could not be completed); error (the video could not be
+decoded). Only scored turns enter the mean; the others are counted."""
+NOT_SCORED = ("judge_error", "generation_error", "error")
 
 
 def omega_column(omega: float) -> str:
@@ -70,7 +74,7 @@ class TurnScore:
     """A gold turn's PAUC at every omega, or why it has none."""
 
     status: TurnStatus
-    """scored, or judge_error (a judge reply held no readable score; no PAUC then)."""
+    """scored, or why the turn has no PAUC (TurnStatus)."""
     pauc: dict[float, float]
     """omega -> the turn's PAUC in [0, 1]; empty unless scored."""
     judged: int
@@ -213,8 +217,9 @@ def part_metrics(turns: Iterable[TurnResult], omegas: Sequence[float] = OMEGAS, 
                  samples: int = BOOTSTRAP_SAMPLES,
                  seed: int = BOOTSTRAP_SEED) -> list[dict[str, float | int | str | None]]:
     """One row per part, parts in name order: `part, turns, pauc_0, pauc_0.5, pauc_1` (the
-    metrics.csv contract; turns = scored turns, the mean's denominator), then the judge_error
-    count, each omega's bootstrap interval, and the time-agnostic view: how many turns ended
+    metrics.csv contract; turns = scored turns, the mean's denominator), then the count of each
+    status that is not scored (judge_errors, generation_errors, errors), each omega's bootstrap
+    interval, and the time-agnostic view: how many turns ended
     with a judged reply, their mean final score (1-3) and the count of each final score."""
     by_part: dict[str, list[TurnResult]] = {}
     for turn in turns:
@@ -226,7 +231,8 @@ def part_metrics(turns: Iterable[TurnResult], omegas: Sequence[float] = OMEGAS, 
         for omega in omegas:
             row[omega_column(omega)] = (100 * sum(t.score.pauc[omega] for t in scored)
                                         / len(scored)) if scored else None
-        row["judge_errors"] = len(by_part[part]) - len(scored)
+        for status in NOT_SCORED:
+            row[f"{status}s"] = sum(t.score.status == status for t in by_part[part])
         for omega in omegas:
             per_sample: dict[str, tuple[float, int]] = {}
             for t in by_part[part]:
