@@ -78,6 +78,7 @@ def _sample(**change):
     ([_sample(conversation=[{"role": "assistant", "content": "Q", "time": 0}])],
      r"sample 0 field conversation\[0\].role"),
     ([{"video": "v.mp4"}], "sample 0 field question_id: missing"),
+    ([_sample(), _sample()], "sample 1 field question_id: 'q1' is also sample 0's"),
     ({"video": "v.mp4"}, "expected a non-empty JSON list"),
 ])
 def test_a_bad_annotation_is_one_line_naming_file_sample_and_field(items, message):

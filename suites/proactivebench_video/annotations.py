@@ -156,12 +156,20 @@ def parse_annotations(data: bytes, source: str, part: str) -> list[VideoSample]:
                         f"{exc.colno})") from None
     if not isinstance(raw, list) or not raw:
         raise UserError(f"{source}: expected a non-empty JSON list of samples")
-    samples = []
+    samples: list[VideoSample] = []
+    first_index: dict[str, int] = {}
     for index, item in enumerate(raw):
         try:
-            samples.append(_sample(item, part, index))
+            sample = _sample(item, part, index)
         except _SampleProblem as exc:
             raise UserError(f"{source}: sample {index} {exc}") from None
+        if sample.question_id in first_index:
+            # The id keys the sample's rows and its bootstrap unit: two would merge.
+            raise UserError(f"{source}: sample {index} field question_id: "
+                            f"{sample.question_id!r} is also sample "
+                            f"{first_index[sample.question_id]}'s")
+        first_index[sample.question_id] = index
+        samples.append(sample)
     return samples
 
 
