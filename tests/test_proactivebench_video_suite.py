@@ -23,6 +23,7 @@ from PIL import Image
 
 from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 from video_fixtures import BLUE, GREEN, RED, near, write_corpus, write_video, shape_from
 
 from proactflow.suites import get_suite
@@ -179,20 +180,26 @@ def test_parts_limit_and_an_undecodable_video(corpus, tmp_path):
     assert dict(zip(turns["part"], turns["status"])) == {"WEB": "scored", "VAD": "error"}
     steps = pl.read_csv(out / "steps.csv").filter(pl.col("part") == "VAD")
     assert steps["status"].to_list() == ["error"] and "cannot decode" in steps["message"][0]
-    assert pl.read_csv(out / "metrics.csv")["part"].to_list() == ["VAD", "WEB"]
+    assert pl.read_csv(out / "metrics.csv")["part"].to_list() == ["WEB", "VAD"]
 
 
 def test_bad_flags_are_one_line_errors(corpus, tmp_path, capsys):
-    common = ["--eval-model", "openai/m", "--judge-model", "openai/j",
-              "--store", str(tmp_path / "store"), "--dry-run"]
-    assert run_cli("run", ["--suite", "proactivebench-video", *common]) == 2
-    assert "ProactiveVideoQA" in capsys.readouterr().err
-    assert run_cli("run", ["--suite", "proactivebench-video", "--corpus", str(corpus),
-                           "--parts", "WEB,MOVIES", *common]) == 2
-    err = capsys.readouterr().err
-    assert "unknown part 'MOVIES'" in err and len(err.strip().splitlines()) == 1
-    assert run_cli("run", ["--corpus", str(corpus), "--parts", "WEB", *common]) == 2
-    assert "--parts is the video ProactiveBench's" in capsys.readouterr().err
+    with FakeOpenAI({}) as fake:
+        common = ["--eval-model", "openai/m", "--eval-api-base", fake.url, "--judge-model",
+                  "openai/j", "--judge-api-base", fake.url, "--store", str(tmp_path / "store"),
+                  "--dry-run"]
+        assert run_cli("run", ["--suite", "proactivebench-video", *common]) == 2
+        err = capsys.readouterr().err
+        assert "needs --corpus DIR" in err and "ProactiveVideoQA" in err
+        assert len(err.strip().splitlines()) == 1
+        assert run_cli("run", ["--suite", "proactivebench-video", "--corpus", str(corpus),
+                               "--parts", "WEB,MOVIES", *common]) == 2
+        err = capsys.readouterr().err
+        assert "unknown part 'MOVIES'" in err and len(err.strip().splitlines()) == 1
+        assert run_cli("run", ["--corpus", str(SAMPLE_CORPUS), "--judge-prompt",
+                               str(JUDGE_PROMPT), "--parts", "WEB", *common]) == 2
+        assert "--parts is the video ProactiveBench's" in capsys.readouterr().err
+        assert fake.calls == {}
 
 
 RUNNER = """
@@ -216,7 +223,8 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
         return json.dumps(request["messages"], sort_keys=True)
 
     with FakeOpenAI({"watcher": watcher, "grader": grader}, latency=0.05) as fake:
-        args = args_for(fake, corpus, tmp_path / "store", "--concurrency", "2")
+        args = args_for(fake, corpus, tmp_path / "store", "--parts", "EGO",
+                        "--concurrency", "2")
         env = dict(os.environ, PREFECT_API_URL=prefect_server)
         process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *args], env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

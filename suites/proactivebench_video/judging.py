@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from ...chat import ChatOutcome, ChatRequest
 from ...settings import ModelRole
 from ..base import Prompts
 from .episode import sample_of
-from .pauc import (JudgeRequest, UnreadableScore, in_window, judge_plan, parse_judge_score,
-                   score_turn)
+from .pauc import (OMEGAS, JudgeRequest, UnreadableScore, in_window, judge_plan, omega_column,
+                   parse_judge_score, score_turn)
 from .prompts import JUDGE
 from .protocol import StreamingSettings, replies
 from .tables import TurnRow
@@ -55,11 +57,11 @@ def _failure(steps: list[dict[str, Any]]) -> tuple[str, str]:
 
 def judgment_rows(sample: dict[str, Any], steps: list[dict[str, Any]],
                   outcomes: list[ChatOutcome], role: ModelRole | None, prompts: Prompts,
-                  settings: StreamingSettings) -> list[TurnRow]:
+                  settings: StreamingSettings) -> list[BaseModel]:
     video = sample_of(sample)
     plans = _plans(sample, steps, settings)
     said = replies([step["response"] or "" for step in steps], settings)
-    rows = []
+    rows: list[BaseModel] = []
     position = 0
     for number, turn in enumerate(video.answers):
         common: dict[str, Any] = dict(
@@ -70,11 +72,11 @@ def judgment_rows(sample: dict[str, Any], steps: list[dict[str, Any]],
             related_end=turn.related_end)
         if plans is None:
             status, message = _failure(steps)
-            rows.append(TurnRow(**common, status=status, message=message, replies=[],
-                                reply_times=[], judge_scores=[], judged=0,
-                                late_lower_deleted=0, final_score=None, pauc_0=None,
-                                pauc_05=None, pauc_1=None, prompt_tokens=None,
-                                completion_tokens=None))
+            rows.append(TurnRow.model_validate({
+                **common, "status": status, "message": message, "replies": [],
+                "reply_times": [], "judge_scores": [], "judged": 0, "late_lower_deleted": 0,
+                "final_score": None, **_paucs(None), "prompt_tokens": None,
+                "completion_tokens": None}))
             continue
         plan = plans[number]
         kept = in_window(said, turn.reply_start, turn.reply_end)  # what the plan judges
@@ -86,21 +88,26 @@ def judgment_rows(sample: dict[str, Any], steps: list[dict[str, Any]],
         score = score_turn([(request.time, text) for request, text in zip(plan, texts)],
                            turn.reply_start, turn.reply_end, turn.related_end)
         status = "judge_error" if failed is not None else score.status
-        message = None if status == "scored" else (
+        scored = status == "scored"
+        why = None if scored else (
             failed.error if failed is not None else "a judge reply does not start with 1, 2 "
                                                     "or 3")
-        rows.append(TurnRow(
-            **common, status=status, message=message,
-            replies=[reply.text for reply in kept], reply_times=[reply.time for reply in kept],
-            judge_scores=scores,
-            judged=len(plan), late_lower_deleted=score.late_lower_deleted,
-            final_score=score.final_score if status == "scored" else None,
-            pauc_0=score.pauc.get(0.0) if status == "scored" else None,
-            pauc_05=score.pauc.get(0.5) if status == "scored" else None,
-            pauc_1=score.pauc.get(1.0) if status == "scored" else None,
-            prompt_tokens=_total(outcome.prompt_tokens for outcome in mine),
-            completion_tokens=_total(outcome.completion_tokens for outcome in mine)))
+        rows.append(TurnRow.model_validate({
+            **common, "status": status, "message": why,
+            "replies": [reply.text for reply in kept],
+            "reply_times": [reply.time for reply in kept], "judge_scores": scores,
+            "judged": len(plan), "late_lower_deleted": score.late_lower_deleted,
+            "final_score": score.final_score if scored else None,
+            **_paucs(score.pauc if scored else None),
+            "prompt_tokens": _total(outcome.prompt_tokens for outcome in mine),
+            "completion_tokens": _total(outcome.completion_tokens for outcome in mine)}))
     return rows
+
+
+def _paucs(pauc: dict[float, float] | None) -> dict[str, float | None]:
+    """The turn's PAUC columns (pauc_0, pauc_0.5, pauc_1); None when it is not scored."""
+    return {omega_column(omega): pauc[omega] if pauc is not None else None
+            for omega in OMEGAS}
 
 
 def _score(text: str) -> int | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
+from pydantic import BaseModel
 
 from ...cache.artifacts import ArtifactStore
 from ...chat import ChatOutcome, ChatRequest
@@ -44,6 +45,11 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _interval(row: dict[str, Any], column: str) -> str:
+    low, high = row[f"{column}_ci_low"], row[f"{column}_ci_high"]
+    return "-" if low is None else f"{_cell(low)}-{_cell(high)}"
+
+
 class ProactiveBenchVideo(Suite):
     name = SUITE_NAME
     display_name = "ProactiveBench (video)"
@@ -51,7 +57,8 @@ class ProactiveBenchVideo(Suite):
              "second by second and decides when to speak; PAUC per part scores content and "
              "timing")
     group_column = "part"
-    sample_noun = "samples"
+    sample_noun = "gold turns"
+    """What the run's coverage counts (the plan names samples, steps and frames itself)."""
     sample_key = ("part", "question_id")
     step_column = "step"
     judges_episodes = True
@@ -193,7 +200,7 @@ class ProactiveBenchVideo(Suite):
 
     def episode_judgment_rows(self, sample: dict[str, Any], steps: list[dict[str, Any]],
                               outcomes: list[ChatOutcome], role: ModelRole | None,
-                              prompts: Prompts) -> list[TurnRow]:
+                              prompts: Prompts) -> list[BaseModel]:
         return judging.judgment_rows(sample, steps, outcomes, role, prompts, self.streaming)
 
     def accept_judge_reply(self, text: str) -> int:
@@ -223,8 +230,7 @@ class ProactiveBenchVideo(Suite):
         half = omega_column(0.5)
         return [("part", lambda row: row["part"]), ("turns", lambda row: str(row["turns"])),
                 ("PAUC w=0", pauc(0.0)), ("PAUC w=0.5", pauc(0.5)), ("PAUC w=1", pauc(1.0)),
-                ("w=0.5 95 % CI", lambda row: f"{_cell(row[half + '_ci_low'])}-"
-                                              f"{_cell(row[half + '_ci_high'])}"),
+                ("w=0.5 95 % CI", lambda row: _interval(row, half)),
                 ("final score", lambda row: _cell(row["final_score_mean"])),
                 ("lost", lambda row: str(row["judge_errors"] + row["generation_errors"]
                                          + row["errors"]))]
@@ -236,8 +242,7 @@ class ProactiveBenchVideo(Suite):
         half = omega_column(0.5)
         return (["model", "judge", "turns", "PAUC w=0", "PAUC w=0.5", "95 % CI", "PAUC w=1"],
                 [[row["model"], row["judge"], str(row["turns"]), _cell(row["pauc_0"]),
-                  _cell(row[half]), f"{_cell(row[half + '_ci_low'])}–"
-                                    f"{_cell(row[half + '_ci_high'])}", _cell(row["pauc_1"])]
+                  _cell(row[half]), _interval(row, half), _cell(row["pauc_1"])]
                  for row in rows.iter_rows(named=True)])
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
