@@ -109,7 +109,9 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
         assert run_cli("run", [*args_for(fake, corpus, store), "--dry-run"]) == 0
         plan = capsys.readouterr().out
         # WEB 6 steps, EGO 8, TV 4, VAD 10; 28 frames at 1 fps, every frame in the window.
-        assert "4 samples, 5 gold turns, 28 steps, 28 frames" in plan
+        assert "4 samples, 5 gold turns, 28 steps, 28 frames, 122 images sent" in plan
+        # Every step is planned at its own size: the video plays whatever the model says.
+        assert "openai/watcher: 28 calls, 0 cached, 28 to make" in plan
         assert fake.calls["watcher"] == 0
         assert run_cli("run", [*args_for(fake, corpus, store), "--out", str(out)]) == 0
         assert fake.calls["watcher"] == 28

@@ -62,6 +62,7 @@ class ProactiveBenchVideo(Suite):
     sample_key = ("part", "question_id")
     step_column = "step"
     judges_episodes = True
+    steps_known = True
     takes_parts = True
     stages = StageNames(samples="video_samples", responses="video_steps",
                         judgments="video_turns", scores="video_pauc")
