@@ -4,6 +4,8 @@ the streaming protocol's steps, frames and subtitles, and frames decoded once wi
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import av
@@ -286,3 +288,19 @@ def test_the_core_end_to_end_equals_a_hand_computation(corpus, samples, tmp_path
         "EGO": (2, pytest.approx(78.125), pytest.approx(89.0625), pytest.approx(100.0)),
         "TV": (1, pytest.approx(50.0), pytest.approx(75.0), pytest.approx(100.0)),
         "VAD": (1, pytest.approx(25.0), pytest.approx(12.5), pytest.approx(0.0))}
+
+
+def test_a_folder_left_by_a_killed_build_is_removed_once_old(corpus, tmp_path):
+    video = corpus / "WEB" / "shape.mp4"
+    key = frames_module.frames_key(frames_module.frames_record(
+        frames_module.file_sha256(video), DEFAULT))
+    parent = tmp_path / key[:2]
+    old, recent = parent / f".{key}.old1.tmp", parent / f".{key}.new1.tmp"
+    for left in (old, recent):
+        left.mkdir(parents=True)
+        (left / "frame-000000.jpg").write_bytes(b"partial")
+    stale = time.time() - frames_module.LEFTOVER_AGE_S - 60
+    os.utime(old, (stale, stale))
+    stored_frames(video, DEFAULT, tmp_path)
+    assert not old.exists()  # a killed process's
+    assert recent.exists()  # perhaps another process still at work

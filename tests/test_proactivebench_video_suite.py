@@ -170,6 +170,14 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
                                "openai/grader2"]) == 0
         assert (fake.calls["watcher"], fake.calls["grader2"]) == (0, 7)
 
+    # The report has a section for the suite: both judges' evaluations, per part and overall.
+    report = tmp_path / "report"
+    assert run_cli("report", ["--store", str(store), "--out", str(report)]) == 0
+    assert "ProactiveBench (video): PAUC" in (report / "report.html").read_text()
+    board = pl.read_csv(report / "proactivebench_video_leaderboard.csv")
+    assert set(board["judge"]) == {"openai/grader", "openai/grader2"}
+    assert board.filter(pl.col("part") == "all")["pauc_1"].to_list() == [100 * 4.5 / 5] * 2
+
 
 def test_parts_limit_and_an_undecodable_video(corpus, tmp_path):
     (corpus / "VAD" / "late.mp4").write_bytes(b"not a video at all")

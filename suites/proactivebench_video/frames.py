@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -201,6 +202,22 @@ def _load(final: Path, key: str, record: dict[str, Any], decoded: bool) -> Frame
               height=e["height"]) for e in entries))
 
 
+LEFTOVER_AGE_S = 3600.0
+"""A building folder this old was left by a killed process (a 360-s clip decodes in seconds),
+not one still at work."""
+
+
+def _remove_leftovers(parent: Path, key: str) -> None:
+    """Remove what killed builds of this key left (the store's gc lists artifacts only)."""
+    cut = time.time() - LEFTOVER_AGE_S
+    for leftover in parent.glob(f".{key}.*.tmp"):
+        try:
+            if leftover.stat().st_mtime < cut:
+                shutil.rmtree(leftover, ignore_errors=True)
+        except OSError:
+            continue  # removed by another process meanwhile
+
+
 def stored_frames(video: Path, settings: StreamingSettings, folder: Path, *,
                   video_sha256: str | None = None) -> FrameSet:
     """The video's frames at the settings' sampling: from `folder` when stored, else decoded
@@ -213,6 +230,7 @@ def stored_frames(video: Path, settings: StreamingSettings, folder: Path, *,
     if (final / MANIFEST).is_file():
         return _load(final, key, record, decoded=False)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(final.parent, key)
     # A dot and .tmp, as the store's temporary files: gc recognises what a crash left.
     building = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=final.parent))
     try:

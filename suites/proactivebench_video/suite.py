@@ -236,6 +236,19 @@ class ProactiveBenchVideo(Suite):
                 ("lost", lambda row: str(row["judge_errors"] + row["generation_errors"]
                                          + row["errors"]))]
 
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        from ...report import write_suite_page
+        from .report import leaderboard, section
+
+        if out is None:
+            return leaderboard(store, judgments_keys, include_incomplete=True, seed=seed)
+        out.mkdir(parents=True, exist_ok=True)
+        found = section(store, out, keys=judgments_keys, include_incomplete=True)
+        assert found is not None, "a sweep that finished has evaluations"
+        found[1].write_csv(out / "leaderboard.csv")
+        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
+
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """One row per (model, judge): PAUC over all parts, best first."""
         rows = board.filter(pl.col("part") == ALL_PARTS).sort(omega_column(0.5),
