@@ -176,7 +176,7 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
     assert "ProactiveBench (video): PAUC" in (report / "report.html").read_text()
     board = pl.read_csv(report / "proactivebench_video_leaderboard.csv")
     assert set(board["judge"]) == {"openai/grader", "openai/grader2"}
-    assert board.filter(pl.col("part") == "all")["pauc_1"].to_list() == [100 * 4.5 / 5] * 2
+    assert board.filter(pl.col("part") == "all")["pauc_1"].to_list() == [100 * 4 / 5] * 2
 
 
 def test_parts_limit_and_an_undecodable_video(corpus, tmp_path):
@@ -258,3 +258,39 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
 
 def test_the_suite_is_registered():
     assert get_suite("proactivebench-video").name == "proactivebench-video"
+
+
+def test_a_sweep_of_two_models_gets_a_pauc_leaderboard(corpus, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    with FakeOpenAI({"watcher": watcher, "mute": lambda request: Reply(content="NO REPLY"),
+                     "grader": grader}) as fake:
+        config = tmp_path / "sweep.toml"
+        config.write_text(f"""
+suite = "proactivebench-video"
+store = "{tmp_path / 'store'}"
+out = "{out}"
+corpus = "{corpus}"
+parts = ["WEB", "VAD"]
+processes = 1
+
+[[judges]]
+model = "openai/grader"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/watcher"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/mute"
+api_base = "{fake.url}"
+""", encoding="utf-8")
+        assert run_cli("sweep", ["--config", str(config)]) == 0
+        assert (fake.calls["watcher"], fake.calls["mute"]) == (16, 16)
+    board = pl.read_csv(out / "leaderboard.csv")
+    overall = {row["model"]: row for row in board.filter(pl.col("part") == "all")
+               .iter_rows(named=True)}
+    assert overall["openai/mute"]["pauc_0"] == pytest.approx(25.0)  # silence scores 0.25
+    assert overall["openai/watcher"]["pauc_0"] == pytest.approx(100 * (0.75 + 0.25) / 2)
+    summary = (out / "sweep.md").read_text()
+    assert "| openai/watcher | openai/grader |" in summary
