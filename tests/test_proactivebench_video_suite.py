@@ -179,18 +179,30 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
     assert board.filter(pl.col("part") == "all")["pauc_1"].to_list() == [100 * 4 / 5] * 2
 
 
-def test_parts_limit_and_an_undecodable_video(corpus, tmp_path):
+def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_path):
     (corpus / "VAD" / "late.mp4").write_bytes(b"not a video at all")
-    with FakeOpenAI({"watcher": watcher, "grader": grader}) as fake:
+
+    def wordy(request: dict) -> Reply:  # never starts with the digit for the TV turn
+        if "Ground Truth Answer: Blue" in request["messages"][-1]["content"]:
+            return Reply(content="Score: 3")
+        return grader(request)
+
+    with FakeOpenAI({"watcher": watcher, "grader": wordy}) as fake:
         out = tmp_path / "out"
         assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts",
-                               "vad,web", "--limit", "1", "--out", str(out)]) == 1
-        assert fake.calls["watcher"] == 6  # WEB only: the VAD video is never asked about
+                               "vad,web,TV", "--limit", "1", "--out", str(out)]) == 1
+        assert fake.calls["watcher"] == 6 + 4  # WEB and TV: the VAD video is never asked about
+        assert fake.calls["grader"] == 1 + 4  # the unreadable score asked --judge-attempts times
     turns = pl.read_csv(out / "turns.csv")
-    assert dict(zip(turns["part"], turns["status"])) == {"WEB": "scored", "VAD": "error"}
+    assert dict(zip(turns["part"], turns["status"])) == {
+        "WEB": "scored", "TV": "judge_error", "VAD": "error"}
+    assert turns.filter(pl.col("part") == "TV")["pauc_0"].to_list() == [None]
     steps = pl.read_csv(out / "steps.csv").filter(pl.col("part") == "VAD")
     assert steps["status"].to_list() == ["error"] and "cannot decode" in steps["message"][0]
-    assert pl.read_csv(out / "metrics.csv")["part"].to_list() == ["WEB", "VAD"]
+    metrics = pl.read_csv(out / "metrics.csv")
+    assert metrics.select("part", "turns").rows() == [("WEB", 1), ("TV", 0), ("VAD", 0)]
+    parts = {row["part"]: row for row in json.loads((out / "metrics.json").read_text())["parts"]}
+    assert (parts["TV"]["judge_errors"], parts["VAD"]["errors"]) == (1, 1)
 
 
 def test_bad_flags_are_one_line_errors(corpus, tmp_path, capsys):
