@@ -8,11 +8,11 @@ Run by hand from the repository root (not part of the tests):
 It writes a 360 s mpeg4 clip (320x180 at 10 fps by default, a moving square over flat shades),
 an anno.json with three gold turns, and runs `proactflow run --suite proactivebench-video` three
 times in child processes, each measured on its own (wall time, CPU time of the process and its
-children, peak memory): `--dry-run` on a fresh store (decodes the clip and walks the plan), the
-run itself (360 model calls, then the judge), and the same run again (every call cached, no
-decoding). The fake model answers from nothing (NO REPLY, and a reply every 60 s), at once: the
-figures are proactflow's own cost per step, not a model's. Request sizes are the JSON bodies the
-server received, images as base64 data URLs.
+children, the peak memory of the CLI's own process): `--dry-run` on a fresh store (decodes the
+clip and walks the plan), the run itself (360 model calls, then the judge), and the same run
+again (every call cached, no decoding). The fake model answers from nothing (NO REPLY, and a
+reply every 60 s), at once: the figures are proactflow's own cost per step, not a model's.
+Request sizes are the JSON bodies the server received, images as base64 data URLs.
 """
 
 from __future__ import annotations
@@ -33,7 +33,13 @@ from video_frames import write_clip  # noqa: E402
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 
 SECONDS = 360
-RUNNER = "import sys\nfrom proactflow.cli import main\nsys.exit(main(sys.argv[1:]))"
+RUNNER = """
+import atexit, resource, sys
+from proactflow.cli import main
+atexit.register(lambda: print("PEAK_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                              file=sys.stderr))
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def model(request: dict) -> Reply:
@@ -56,7 +62,10 @@ def measured(args: list[str]) -> dict[str, float]:
     if done.returncode != 0:
         raise SystemExit(f"the run failed ({done.returncode}): {done.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": after.ru_maxrss / 1024}
+    peak = next(int(line.split()[1]) for line in done.stderr.splitlines()
+                if line.startswith("PEAK_KB"))
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak / 1024,
+            "largest_child_mb": after.ru_maxrss / 1024}
 
 
 def main() -> None:
@@ -86,7 +95,8 @@ def main() -> None:
             calls = fake.calls["watcher"]
             line = (f"{name}: {figures['wall_s']:.1f} s wall, {figures['cpu_s']:.1f} s CPU "
                     f"({1000 * figures['cpu_s'] / SECONDS:.1f} ms per step), peak "
-                    f"{figures['peak_rss_mb']:.0f} MB; model calls {calls}, judge calls "
+                    f"{figures['peak_rss_mb']:.0f} MB (largest process so far "
+                    f"{figures['largest_child_mb']:.0f} MB); model calls {calls}, judge calls "
                     f"{fake.calls['grader']}")
             sizes = [len(json.dumps(r)) for r in fake.requests if r["model"] == "watcher"]
             if sizes:
