@@ -306,3 +306,19 @@ api_base = "{fake.url}"
     assert overall["openai/watcher"]["pauc_0"] == pytest.approx(100 * (0.75 + 0.25) / 2)
     summary = (out / "sweep.md").read_text()
     assert "| openai/watcher | openai/grader |" in summary
+
+
+def test_a_video_is_hashed_once_per_file_version(corpus, tmp_path, monkeypatch):
+    from proactflow.suites.proactivebench_video import hashes
+
+    read = []
+    monkeypatch.setattr(hashes, "file_sha256",
+                        lambda path: read.append(path.name) or frames_module.file_sha256(path))
+    videos = [corpus / "WEB" / "shape.mp4", corpus / "VAD" / "late.mp4"]
+    first = hashes.VideoHashes().of(videos, tmp_path)
+    assert first == [frames_module.file_sha256(video) for video in videos]
+    assert hashes.VideoHashes().of(videos, tmp_path) == first  # another process: the memo
+    assert read == ["shape.mp4", "late.mp4"]
+    write_video(videos[1], shape_from(1, RED), 3)  # a new version of the file
+    again = hashes.VideoHashes().of(videos, tmp_path)
+    assert read[2:] == ["late.mp4"] and again[1] != first[1]

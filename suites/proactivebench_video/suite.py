@@ -30,7 +30,8 @@ from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from . import judging
 from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
 from .episode import FrameSets, sample_of, step_request, step_row
-from .frames import decoder_versions, file_sha256
+from .frames import VideoDecodeError, decoder_versions
+from .hashes import VideoHashes
 from .pauc import omega_column, parse_judge_score
 from .prompts import (DEFAULT_JUDGE_PROMPT, DEFAULT_SYSTEM_PROMPT, JUDGE, SYSTEM, FrameContext,
                       VideoPrompts, read_prompt, text_prompt)
@@ -73,7 +74,7 @@ class ProactiveBenchVideo(Suite):
     def __init__(self, streaming: StreamingSettings | None = None) -> None:
         self.streaming = streaming or StreamingSettings()
         self.frame_sets = FrameSets()
-        self._hashes: dict[tuple[str, int, int], str] = {}
+        self.video_hashes = VideoHashes()
 
     # The data.
 
@@ -83,14 +84,6 @@ class ProactiveBenchVideo(Suite):
             raise UserError("--phases is ProactBench's; the video ProactiveBench has parts: "
                             "choose them with --parts WEB,EGO,TV,VAD")
 
-    def _video_sha256(self, path: Path) -> str:
-        """Hashed once per process and file version (size and modification time)."""
-        stat = path.stat()
-        memo = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-        if memo not in self._hashes:
-            self._hashes[memo] = file_sha256(path)
-        return self._hashes[memo]
-
     def locate(self, settings: RunSettings, store: ArtifactStore) -> DataSource:
         corpus = require_corpus(settings.corpus.path)
         parts = settings.corpus.parts or PARTS
@@ -98,12 +91,16 @@ class ProactiveBenchVideo(Suite):
         for part in parts:
             in_part = read_corpus(corpus, (part,))
             chosen += in_part[:settings.corpus.limit] if settings.corpus.limit else in_part
+        paths = [video_path(corpus, sample) for sample in chosen]
+        assert all(paths), "read_corpus checked every video"
+        try:
+            hashes = self.video_hashes.of([p for p in paths if p], store.local_dir("frames"))
+        except VideoDecodeError as exc:  # a video that cannot be read
+            raise UserError(str(exc)) from None
         digest = hashlib.sha256()
         found: list[tuple[VideoSample, str, str]] = []
-        for sample in chosen:
-            path = video_path(corpus, sample)
-            assert path is not None, "read_corpus checked every video"
-            sha = self._video_sha256(path)
+        for sample, path, sha in zip(chosen, paths, hashes):
+            assert path is not None
             found.append((sample, path.relative_to(corpus).as_posix(), sha))
             digest.update(json.dumps([sample.model_dump(mode="json"), sha]).encode())
         return DataSource(f"sha256:{digest.hexdigest()}", str(corpus), found)
