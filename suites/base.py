@@ -185,6 +185,9 @@ class Suite(ABC):
         reply. By default `response_row`."""
         return self.response_row(sample, outcome, role, sample_index)
 
+    takes_parts: ClassVar[bool] = False
+    """True for a suite whose data has parts chosen with --parts (the video ProactiveBench);
+    the option is refused for the others."""
     steps_known: ClassVar[bool] = False
     """True when a sample's steps do not depend on what the model replies (a video plays on
     whatever it says): the plan then walks every step with `stand_in_reply` and estimates each

@@ -265,7 +265,7 @@ def parts_from_args(args: argparse.Namespace, suite: Any) -> tuple[str, ...] | N
     value = getattr(args, "parts", None)
     if value is None:
         return None
-    if not getattr(suite, "takes_parts", False):
+    if not suite.takes_parts:
         raise UserError(f"--parts is the video ProactiveBench's (--suite proactivebench-video); "
                         f"{suite.name} has none")
     from ..suites.proactivebench_video.annotations import parse_parts
