@@ -23,6 +23,7 @@ _BUILT_IN = {
     "proactiveagent": "proactflow.suites.proactiveagent.suite:ProactiveAgent",
     "proactiveagent-calibration":
         "proactflow.suites.proactiveagent.calibration:JudgeCalibration",
+    "proactivebench-video": "proactflow.suites.proactivebench_video.suite:ProactiveBenchVideo",
 }
 _registered: dict[str, "Suite"] = {}
 _loaded: dict[str, "Suite"] = {}

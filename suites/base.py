@@ -188,6 +188,14 @@ class Suite(ABC):
         reply. By default `response_row`."""
         return self.response_row(sample, outcome, role, sample_index)
 
+    takes_parts: ClassVar[bool] = False
+    """True for a suite whose data has parts chosen with --parts (the video ProactiveBench);
+    the option is refused for the others."""
+    steps_known: ClassVar[bool] = False
+    """True when a sample's steps do not depend on what the model replies (a video plays on
+    whatever it says): the plan then walks every step with `stand_in_reply` and estimates each
+    request at its own size, instead of counting the rest at the first unanswered step's."""
+
     def another_step(self, sample: dict[str, Any], earlier: list[Step]) -> bool:
         """After a step on `sample` (the last of `earlier`): whether its environment shows it
         again, the next view computed from the replies so far. By default a sample is answered

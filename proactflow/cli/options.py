@@ -260,6 +260,19 @@ def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_S
                      deviations=deviations, revision=getattr(args, f"{prefix}_revision", None))
 
 
+def parts_from_args(args: argparse.Namespace, suite: Any) -> tuple[str, ...] | None:
+    """--parts, for a suite with parts only (the video ProactiveBench)."""
+    value = getattr(args, "parts", None)
+    if value is None:
+        return None
+    if not suite.takes_parts:
+        raise UserError(f"--parts is the video ProactiveBench's (--suite proactivebench-video); "
+                        f"{suite.name} has none")
+    from ..suites.proactivebench_video.annotations import parse_parts
+
+    return parse_parts(value)
+
+
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
     from ..suites import get_suite
 
@@ -279,7 +292,7 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         judge=role_from_args(args, "judge", suite_name) if args.judge_model else None,
         prompt_files=dict(getattr(args, "prompt", None) or []),
         corpus=CorpusSource(path=args.corpus, revision=args.revision, limit=args.limit,
-                            phases=args.phases),
+                            phases=args.phases, parts=parts_from_args(args, suite)),
         samples=args.samples,
         judge_prompt_file=args.judge_prompt,
         judge_response_format=args.judge_response_format or "json_schema",

@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             sub.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME",
                              help="the benchmark: proactbench (default; ProactBench, Boson AI) "
-                                  "or proactiveagent (Proactive Agent's ProactiveBench, THUNLP)")
+                                  "or proactiveagent (Proactive Agent's ProactiveBench, THUNLP) "
+                                  "or proactivebench-video (the video ProactiveBench, PAUC)")
             add_role_options(sub, "eval", "model under test", required=name != "rejudge",
                              default_model=None)
         add_role_options(sub, "judge", "judge", required=False,
@@ -78,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="proactbench: a local final_dialogues.jsonl (default: "
                                  "bosonai/proactbench from the Hugging Face hub); "
                                  "proactiveagent: a folder holding splits.json and the trace "
-                                 "files (default: the pinned upstream commit)"
+                                 "files (default: the pinned upstream commit); "
+                                 "proactivebench-video (required): a folder holding "
+                                 "<PART>/anno.json and the videos"
                             if name != "calibrate" else
                             "a reward test file in the benchmark's JSON-lines shape (default: "
                             "dataset/reward_data/test_data.jsonl at the pinned upstream commit)")
@@ -87,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "actually used is recorded either way")
         corpus.add_argument("--limit", type=positive_int, metavar="N",
                             help="evaluate only the first N dialogues (proactiveagent: traces, "
-                                 "in name order)")
+                                 "in name order; proactivebench-video: samples of each part)")
         corpus.add_argument("--samples", type=positive_int, default=1, metavar="K",
                             help="draw K responses per trigger and judge each (default: 1); "
                                  "with K > 1, --out adds trigger_scores.csv with each trigger's "
@@ -95,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
         corpus.add_argument("--phases", type=phases_list, metavar="LIST",
                             default=("EMERGENT", "CRITICAL", "RECOVERY"),
                             help="comma-separated phases to evaluate (default: all three)")
+        corpus.add_argument("--parts", metavar="LIST",
+                            help="proactivebench-video: comma-separated parts to evaluate "
+                                 "(WEB,EGO,TV,VAD; default: all four)")
         where = sub.add_argument_group("store and outputs")
         add_store_option(where)
         add_database_option(where)

@@ -45,6 +45,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     store = open_store(runs[0])
     suite = suite_of(runs[0])
     suite.check_settings(runs[0])
+    if runs[0].corpus.parts and not suite.takes_parts:
+        raise UserError(f"parts is the video ProactiveBench's; {suite.name} has none")
     materialize_samples(suite, runs[0], store)     # validates the data once for all
     suite.generation_prompts(runs[0], store)
     suite.judge_prompts(runs[0], store)

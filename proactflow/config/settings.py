@@ -107,6 +107,9 @@ class CorpusSource(BaseModel):
     limit: int | None = Field(default=None, ge=1, description="Only the first N dialogues.")
     phases: tuple[str, ...] = Field(
         default=("EMERGENT", "CRITICAL", "RECOVERY"), description="Phases to evaluate.")
+    parts: tuple[str, ...] | None = Field(
+        default=None, description="The video ProactiveBench's parts to evaluate (WEB, EGO, TV, "
+                                  "VAD); None: all of them. Other suites take none.")
 
     def describe(self) -> str:
         if self.path:

@@ -253,7 +253,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                     else:
                         walk.known = False
                         plan.generation_prompt_tokens += prompt_tokens
-                        if limit > 1:
+                        if limit > 1 and not suite.steps_known:
                             # An environment's path past an unanswered step is unknown: count
                             # the steps it may still take, at this step's size, and move on.
                             rest = limit - walk.steps - 1

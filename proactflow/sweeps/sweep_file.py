@@ -10,6 +10,7 @@ out = "results/nightly"               # leaderboard.csv and per-model exports go
 corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
 revision = "<commit sha>"             # optional hub revision of the corpus
 limit = 20                            # optional
+# parts = ["WEB", "TV"]               # optional, proactivebench-video only (default: all four)
 # [prompts]                           # optional: a suite's prompts from your own files
 # agent_instruction = "step.txt"
 concurrency = 16                      # optional: default calls in flight per model
@@ -137,6 +138,9 @@ class SweepConfig(BaseModel):
     corpus: str | None = Field(default=None, description="Local corpus; default the hub.")
     revision: str | None = Field(default=None, description="Hub revision to pin.")
     limit: int | None = Field(default=None, ge=1, description="Only the first N dialogues.")
+    parts: list[str] | None = Field(
+        default=None, description="proactivebench-video: the parts to evaluate (WEB, EGO, TV, "
+                                  "VAD); default all four.")
     judge_prompt: str | None = Field(default=None, description="Judge prompt file.")
     prompts: dict[str, str] = Field(
         default_factory=dict, description="The suite's prompts from files of yours, by name "
@@ -204,7 +208,7 @@ class SweepConfig(BaseModel):
             suite=self.suite, model_under_test=model.role("model_under_test", self.suite),
             judge=judge.role("judge", self.suite),
             corpus=CorpusSource(path=self.corpus and place(self.corpus), revision=self.revision,
-                                limit=self.limit),
+                                limit=self.limit, parts=_parts(self.parts)),
             judge_prompt_file=self.judge_prompt and place(self.judge_prompt),
             prompt_files={name: place(file) for name, file in self.prompts.items()}, store=store,
             samples=self.samples, database=self.database or default_database(),
@@ -255,3 +259,9 @@ def _problem(data: dict[str, Any], error: Any) -> str:
         return f"{': '.join(where)}: unknown key"
     given = f", got {error['input']!r}" if loc and not isinstance(error["input"], dict) else ""
     return f"{': '.join(where)}: {error['msg']}{given}"
+
+
+def _parts(parts: list[str] | None) -> tuple[str, ...] | None:
+    from ..suites.proactivebench_video.annotations import parse_parts
+
+    return parse_parts(",".join(parts)) if parts else None

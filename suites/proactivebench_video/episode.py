@@ -1,0 +1,126 @@
+"""A sample's episode as the seam runs it: the request of each 1-s step (the growing chat of
+protocol.chat_turns, its frames as images) and the row of each step.
+
+Frames come from frames.stored_frames in the store's frame folder: the first request of a video
+decodes it (or finds it stored); the frame set is then remembered by this process, so the steps
+of an episode read image files only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from ...config.settings import ModelRole
+from ...providers.chat import ChatOutcome, ChatRequest
+from ...providers.content import ImagePart
+from ..base import Step
+from .annotations import GoldTurn, UserTurn, VideoSample
+from .frames import FrameSet, VideoDecodeError, stored_frames
+from .prompts import SYSTEM, FrameContext, VideoPrompts
+from .protocol import (StepTurn, StreamingSettings, chat_turns, frame_indices, frames_in_chat,
+                       is_silence, reply_time, step_user_turns)
+from .tables import StepRow
+
+LEFT_WINDOW = "(earlier frames no longer shown)"
+"""The text of an earlier step's user turn that has neither frames left in the window nor
+subtitles: a chat message may not be empty."""
+
+
+def sample_of(row: dict[str, Any]) -> VideoSample:
+    """The protocol's sample back from its samples row."""
+    return VideoSample(
+        part=row["part"], index=row["index"], video=row["video"],
+        question_id=row["question_id"], question=row["question"], duration=row["duration"],
+        user_turns=tuple(UserTurn(**turn) for turn in json.loads(row["user_turns_json"])),
+        answers=tuple(GoldTurn(**turn) for turn in json.loads(row["answers_json"])),
+        extras_json=row["extras_json"])
+
+
+class FrameSets:
+    """Each video's frame set, decoded or loaded once per process (or the reason it cannot be
+    decoded, so that every step asking again gets the same answer without trying again)."""
+
+    def __init__(self) -> None:
+        # By the video's hash alone: the sampling settings are the suite's, and a set stored
+        # in another store's folder holds the same frames.
+        self._sets: dict[str, FrameSet | VideoDecodeError] = {}
+        self._lock = threading.Lock()
+        self.decoded = 0
+        """Videos decoded by this process (a run whose frames are stored decodes none)."""
+
+    def get(self, row: dict[str, Any], context: FrameContext,
+            settings: StreamingSettings) -> FrameSet:
+        """Raises VideoDecodeError for a video that cannot be decoded."""
+        memo = row["video_sha256"]
+        with self._lock:  # one decode of a video even when two episodes show it at once
+            found = self._sets.get(memo)
+            if found is None:
+                try:
+                    found = stored_frames(context.corpus / row["video_file"], settings,
+                                          context.frames, video_sha256=row["video_sha256"])
+                    self.decoded += found.decoded
+                except VideoDecodeError as exc:
+                    found = exc
+                self._sets[memo] = found
+        if isinstance(found, VideoDecodeError):
+            raise found
+        return found
+
+    def known(self, row: dict[str, Any]) -> FrameSet | VideoDecodeError | None:
+        """What `get` gave for this sample's video (its step's request asked just before)."""
+        with self._lock:
+            return self._sets.get(row["video_sha256"])
+
+
+def _content(turn: StepTurn, frames: FrameSet) -> str | tuple[str | ImagePart, ...]:
+    images: list[str | ImagePart] = [ImagePart.read(frames.frame(k).path) for k in turn.frames]
+    text = "\n".join(turn.texts)
+    if not images:
+        return text or LEFT_WINDOW
+    return (*images, text) if text else tuple(images)
+
+
+def step_request(sample: dict[str, Any], earlier: list[Step], role: ModelRole,
+                 prompts: VideoPrompts, frame_sets: FrameSets, settings: StreamingSettings,
+                 sample_index: int) -> ChatRequest | None:
+    """The request of the next step; None when the video cannot be decoded."""
+    assert prompts.context is not None, "the suite's generation prompts carry the context"
+    try:
+        frames = frame_sets.get(sample, prompts.context, settings)
+    except VideoDecodeError:
+        return None
+    outputs = [row["response"] or "" for _, row in earlier]
+    chat = chat_turns(sample_of(sample), len(earlier), outputs, settings)
+    messages: list[tuple[str, Any]] = [("system", prompts[SYSTEM].text)]
+    messages += [("user", _content(turn, frames)) if isinstance(turn, StepTurn)
+                 else ("assistant", turn) for turn in chat]
+    return ChatRequest.build(role, messages, sample_index=sample_index)
+
+
+def step_row(sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,
+             role: ModelRole, sample_index: int, frame_sets: FrameSets,
+             settings: StreamingSettings) -> StepRow:
+    step = len(earlier)
+    video = sample_of(sample)
+    subtitles = [turn.content for turn in step_user_turns(video, step, settings)]
+    common: dict[str, Any] = dict(
+        part=sample["part"], question_id=sample["question_id"], step=step,
+        sample_index=sample_index, model=role.model, reply_time=reply_time(step, settings),
+        subtitles=subtitles)
+    frames = frame_sets.known(sample)
+    if outcome is None:  # the request was not made: the video cannot be decoded
+        return StepRow(**common, status="error", message=str(frames), response=None,
+                       silent=None, frame_times=[], images_sent=0, finish_reason=None,
+                       prompt_tokens=None, completion_tokens=None, latency_s=None,
+                       attempts=0, request_key=None)
+    frame_times = [frames.frame(k).time for k in frame_indices(step, settings)] \
+        if isinstance(frames, FrameSet) else []
+    response = outcome.content if outcome.ok else None
+    return StepRow(**common, status=outcome.status, message=outcome.error, response=response,
+                   silent=is_silence(response, settings) if response is not None else None,
+                   frame_times=frame_times, images_sent=len(frames_in_chat(step, settings)),
+                   finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
+                   completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
+                   attempts=outcome.attempts, request_key=outcome.request_key)

@@ -1,0 +1,263 @@
+"""The video ProactiveBench (ProactiveVideoQA) behind the suite seam.
+
+A sample is an episode of 1-s steps (protocol.py): at each step the model gets that second's
+frame(s) and, for TV, its subtitle turns, in one growing chat with its own earlier outputs, and
+answers or outputs the silence marker. Once an episode has ended, each gold turn is judged with
+every distinct reply in its window (judging.py) and scored by PAUC; the scores are PAUC per part
+at omega 0, 0.5 and 1 (scoring.py).
+
+The data: `--corpus DIR` with `<PART>/anno.json` and the videos (annotations.py), `--parts` to
+choose parts, `--limit N` for the first N samples of each. Frames are decoded once per video
+into the store's `frames` folder (frames.py), keyed by the video's hash and the sampling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+from pydantic import BaseModel
+
+from ...cache.artifacts import ArtifactStore
+from ...providers.chat import ChatOutcome, ChatRequest
+from ...common.errors import UserError
+from ...schemas.arrow import to_frame
+from ...config.settings import ModelRole, RunSettings
+from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
+from . import judging
+from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
+from .episode import FrameSets, sample_of, step_request, step_row
+from .frames import VideoDecodeError, decoder_versions
+from .hashes import VideoHashes
+from .pauc import omega_column, parse_judge_score
+from .prompts import (DEFAULT_JUDGE_PROMPT, DEFAULT_SYSTEM_PROMPT, JUDGE, SYSTEM, FrameContext,
+                      VideoPrompts, read_prompt, text_prompt)
+from .protocol import StreamingSettings, episode_plan, settings_record, step_count
+from .scoring import ALL_PARTS, score_parts, write_outputs
+from .tables import PartScoreRow, StepRow, TurnRow, VideoSampleRow
+
+SUITE_NAME = "proactivebench-video"
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _interval(row: dict[str, Any], column: str) -> str:
+    low, high = row[f"{column}_ci_low"], row[f"{column}_ci_high"]
+    return "-" if low is None else f"{_cell(low)}-{_cell(high)}"
+
+
+class ProactiveBenchVideo(Suite):
+    name = SUITE_NAME
+    display_name = "ProactiveBench (video)"
+    title = ("The video ProactiveBench (ProactiveVideoQA, 2025): a video LLM watches a video "
+             "second by second and decides when to speak; PAUC per part scores content and "
+             "timing")
+    group_column = "part"
+    sample_noun = "gold turns"
+    """What the run's coverage counts (the plan names samples, steps and frames itself)."""
+    sample_key = ("part", "question_id")
+    step_column = "step"
+    judges_episodes = True
+    steps_known = True
+    takes_parts = True
+    stages = StageNames(samples="video_samples", responses="video_steps",
+                        judgments="video_turns", scores="video_pauc")
+    tables = Tables(samples=VideoSampleRow, responses=StepRow, judgments=TurnRow,
+                    scores=PartScoreRow)
+    main_output = "metrics.csv"
+
+    def __init__(self, streaming: StreamingSettings | None = None) -> None:
+        self.streaming = streaming or StreamingSettings()
+        self.frame_sets = FrameSets()
+        self.video_hashes = VideoHashes()
+
+    # The data.
+
+    def check_settings(self, settings: RunSettings) -> None:
+        require_corpus(settings.corpus.path)
+        if tuple(settings.corpus.phases) != ("EMERGENT", "CRITICAL", "RECOVERY"):
+            raise UserError("--phases is ProactBench's; the video ProactiveBench has parts: "
+                            "choose them with --parts WEB,EGO,TV,VAD")
+
+    def locate(self, settings: RunSettings, store: ArtifactStore) -> DataSource:
+        corpus = require_corpus(settings.corpus.path)
+        parts = settings.corpus.parts or PARTS
+        chosen: list[VideoSample] = []
+        for part in parts:
+            in_part = read_corpus(corpus, (part,))
+            chosen += in_part[:settings.corpus.limit] if settings.corpus.limit else in_part
+        paths = [video_path(corpus, sample) for sample in chosen]
+        assert all(paths), "read_corpus checked every video"
+        try:
+            hashes = self.video_hashes.of([p for p in paths if p], store.local_dir("frames"))
+        except VideoDecodeError as exc:  # a video that cannot be read
+            raise UserError(str(exc)) from None
+        digest = hashlib.sha256()
+        found: list[tuple[VideoSample, str, str]] = []
+        for sample, path, sha in zip(chosen, paths, hashes):
+            assert path is not None
+            found.append((sample, path.relative_to(corpus).as_posix(), sha))
+            digest.update(json.dumps([sample.model_dump(mode="json"), sha]).encode())
+        return DataSource(f"sha256:{digest.hexdigest()}", str(corpus), found)
+
+    def samples_key_settings(self, settings: RunSettings, source: DataSource) -> dict[str, Any]:
+        return {"suite": self.name, "corpus_revision": source.revision,
+                "parts": list(settings.corpus.parts or PARTS), "limit": settings.corpus.limit,
+                "streaming": settings_record(self.streaming)}
+
+    def build_samples(self, settings: RunSettings, source: DataSource) -> pl.DataFrame:
+        rows = [VideoSampleRow(
+            part=sample.part, question_id=sample.question_id, index=sample.index,
+            video=sample.video, video_file=file, video_sha256=sha, question=sample.question,
+            duration=sample.duration, steps=step_count(sample, self.streaming),
+            user_turns_json=json.dumps([t.model_dump() for t in sample.user_turns],
+                                       ensure_ascii=False),
+            answers_json=json.dumps([t.model_dump() for t in sample.answers],
+                                    ensure_ascii=False),
+            extras_json=sample.extras_json) for sample, file, sha in source.location]
+        if not rows:
+            raise UserError(f"no samples to evaluate in {source.description}")
+        return to_frame(rows, VideoSampleRow)
+
+    def plan_summary(self, samples: pl.DataFrame) -> str:
+        """Samples, gold turns, steps (calls per rollout), frames sampled, images sent."""
+        steps = frames = images = turns = 0
+        for row in samples.iter_rows(named=True):
+            video = sample_of(row)
+            counts = episode_plan(video, self.streaming)
+            steps, frames = steps + counts["steps"], frames + counts["frames"]
+            images += counts["images_sent"]
+            turns += len(video.answers)
+        return (f"{samples.height} samples, {turns} gold turns, {steps} steps, {frames} frames, "
+                f"{images} images sent")
+
+    # The model under test.
+
+    def generation_defaults(self, role: str, reasoning: bool) -> dict[str, Any]:
+        if reasoning:
+            return super().generation_defaults(role, reasoning)
+        # The judge scores with one digit: deterministic where the provider allows.
+        return {"temperature": 0.0 if role == "judge" else None, "max_tokens": 1024,
+                "top_p": None}
+
+    def generation_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
+        system = settings.model_under_test.generation.system_prompt
+        prompt = text_prompt(system, "--eval-system-prompt-file") if system else text_prompt(
+            DEFAULT_SYSTEM_PROMPT.format(silence=self.streaming.silence_marker), "proactflow")
+        context = FrameContext(require_corpus(settings.corpus.path), store.local_dir("frames"))
+        return VideoPrompts({SYSTEM: prompt}, context=context)
+
+    def responses_key_settings(self, settings: RunSettings, prompts: Prompts) -> dict[str, Any]:
+        return {"prompts": prompts.hashes(), "streaming": settings_record(self.streaming),
+                "decoder": decoder_versions()}
+
+    def step_limit(self, sample: dict[str, Any]) -> int:
+        return sample["steps"]
+
+    def another_step(self, sample: dict[str, Any], earlier: list[Step]) -> bool:
+        return earlier[-1][1]["status"] == "ok" and len(earlier) < sample["steps"]
+
+    def generation_request(self, sample: dict[str, Any], earlier: list[Step],
+                           role: ModelRole, prompts: Prompts, sample_index: int
+                           ) -> ChatRequest | None:
+        assert isinstance(prompts, VideoPrompts)
+        return step_request(sample, earlier, role, prompts, self.frame_sets, self.streaming,
+                            sample_index)
+
+    def step_row(self, sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,
+                 role: ModelRole, sample_index: int) -> StepRow:
+        return step_row(sample, earlier, outcome, role, sample_index, self.frame_sets,
+                        self.streaming)
+
+    def response_row(self, sample: dict[str, Any], outcome: ChatOutcome | None,
+                     role: ModelRole, sample_index: int) -> StepRow:
+        return self.step_row(sample, [], outcome, role, sample_index)
+
+    def stand_in_reply(self, sample: dict[str, Any]) -> str | None:
+        return self.streaming.silence_marker
+
+    # The judge: one call per distinct in-window reply of each gold turn.
+
+    def judge_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
+        if settings.judge_prompt_file:
+            return Prompts({JUDGE: read_prompt(settings.judge_prompt_file, "--judge-prompt")})
+        return Prompts({JUDGE: text_prompt(DEFAULT_JUDGE_PROMPT, "proactflow")})
+
+    def judgments_key_settings(self, settings: RunSettings, prompts: Prompts) -> dict[str, Any]:
+        return {"prompts": prompts.hashes(), "parse": "first character, 1-3"}
+
+    def episode_judge_requests(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                               role: ModelRole | None, prompts: Prompts,
+                               settings: RunSettings) -> list[ChatRequest]:
+        return judging.judge_requests(sample, steps, role, prompts, self.streaming)
+
+    def episode_judgment_rows(self, sample: dict[str, Any], steps: list[dict[str, Any]],
+                              outcomes: list[ChatOutcome], role: ModelRole | None,
+                              prompts: Prompts) -> list[BaseModel]:
+        return judging.judgment_rows(sample, steps, outcomes, role, prompts, self.streaming)
+
+    def accept_judge_reply(self, text: str) -> int:
+        return parse_judge_score(text)
+
+    def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
+                     outcome: ChatOutcome | None, role: ModelRole | None,
+                     prompts: Prompts) -> TurnRow:
+        raise AssertionError("the video ProactiveBench judges whole episodes")
+
+    # Aggregation and outputs.
+
+    def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        return score_parts(judgments)
+
+    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
+        status = judgments["status"]
+        return int((status == "scored").sum()), judgments.height, {
+            kind: int((status == name).sum()) for kind, name in (
+                ("generation", "generation_error"), ("judge", "judge_error"),
+                ("undecodable video", "error"))}
+
+    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        def pauc(omega: float) -> Callable[[dict[str, Any]], str]:
+            return lambda row: _cell(row[omega_column(omega)])
+
+        half = omega_column(0.5)
+        return [("part", lambda row: row["part"]), ("turns", lambda row: str(row["turns"])),
+                ("PAUC w=0", pauc(0.0)), ("PAUC w=0.5", pauc(0.5)), ("PAUC w=1", pauc(1.0)),
+                ("w=0.5 95 % CI", lambda row: _interval(row, half)),
+                ("final score", lambda row: _cell(row["final_score_mean"])),
+                ("lost", lambda row: str(row["judge_errors"] + row["generation_errors"]
+                                         + row["errors"]))]
+
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        from ...results.report import write_suite_page
+        from .report import leaderboard, section
+
+        if out is None:
+            return leaderboard(store, judgments_keys, include_incomplete=True, seed=seed)
+        out.mkdir(parents=True, exist_ok=True)
+        found = section(store, out, keys=judgments_keys, include_incomplete=True)
+        assert found is not None, "a sweep that finished has evaluations"
+        found[1].write_csv(out / "leaderboard.csv")
+        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
+
+    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+        """One row per (model, judge): PAUC over all parts, best first."""
+        rows = board.filter(pl.col("part") == ALL_PARTS).sort(omega_column(0.5),
+                                                              descending=True, nulls_last=True)
+        half = omega_column(0.5)
+        return (["model", "judge", "turns", "PAUC w=0", "PAUC w=0.5", "95 % CI", "PAUC w=1"],
+                [[row["model"], row["judge"], str(row["turns"]), _cell(row["pauc_0"]),
+                  _cell(row[half]), _interval(row, half), _cell(row["pauc_1"])]
+                 for row in rows.iter_rows(named=True)])
+
+    def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
+                      judgments: pl.DataFrame, scores: pl.DataFrame,
+                      provenance: dict[str, Any]) -> dict[str, str]:
+        return write_outputs(out, samples, responses, judgments, scores, provenance)
+
