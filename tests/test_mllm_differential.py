@@ -6,79 +6,18 @@ selection, and the OEG answers, judge messages and parses must be the package's.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-import pytest
-
 from mllm_corpus import FULL, generate_corpus
+from mllm_genuine import genuine  # noqa: F401  (a fixture)
 from mllm_replay import replay
-from proactflow.errors import UserError
 from proactflow.suites.proactivebench_mllm import oeg
 from proactflow.suites.proactivebench_mllm.corpus import read_dataset
 from proactflow.suites.proactivebench_mllm.datasets import BY_SHORT
-from proactflow.suites.proactivebench_mllm.upstream import VERSION, fetch_wheel, load_upstream
+from proactflow.suites.proactivebench_mllm.upstream import load_upstream
 
 DRIVER = Path(__file__).with_name("mllm_driver.py")
-CACHE = Path.home() / ".cache" / "proactflow-tests" / f"proactivebench-{VERSION}-py3.12.1"
-PIP_TIMEOUT_S = 600
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _python312() -> Path:
-    root = os.environ.get("PYENV_ROOT")
-    if not root:
-        try:
-            root = subprocess.run(["pyenv", "root"], capture_output=True, text=True,
-                                  timeout=30).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            root = str(Path.home() / ".pyenv")
-    return Path(root or Path.home() / ".pyenv") / "versions" / "3.12.1" / "bin" / "python"
-
-
-@pytest.fixture(scope="session")
-def genuine(tmp_path_factory):
-    """(python of a venv holding the genuine package, the pinned wheel), cached across runs
-    under ~/.cache/proactflow-tests (built aside, then renamed into place)."""
-    python = _python312()
-    if not python.is_file():
-        _unavailable(f"needs pyenv's Python 3.12.1 ({python}) to run the genuine package")
-    venv_python = CACHE / "venv" / "bin" / "python"
-    if not (CACHE / "READY").is_file():
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
-        build = Path(tempfile.mkdtemp(prefix="building-", dir=CACHE.parent))
-        try:
-            subprocess.run([str(python), "-m", "venv", str(build / "venv")], check=True,
-                           capture_output=True, timeout=PIP_TIMEOUT_S)
-            done = subprocess.run(
-                [str(build / "venv" / "bin" / "python"), "-m", "pip", "install", "-q",
-                 "--no-deps", f"proactivebench=={VERSION}", "pillow", "attrs", "jsonlines"],
-                capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
-            if done.returncode != 0:
-                _unavailable("cannot install the genuine package: "
-                             + (done.stderr.strip().splitlines() or ["?"])[-1])
-            (build / "READY").write_text("ok\n")
-            try:
-                os.rename(build, CACHE)  # another session may have won the race: fine
-            except OSError:
-                pass
-        finally:
-            shutil.rmtree(build, ignore_errors=True)
-    try:
-        wheel = fetch_wheel(CACHE / "store")
-    except UserError as exc:
-        _unavailable(f"cannot fetch the pinned wheel: {exc}")
-    wheel_file = tmp_path_factory.mktemp("wheel") / "proactivebench.whl"
-    wheel_file.write_bytes(wheel)
-    return venv_python, wheel_file
 
 
 def test_environments_match_the_genuine_package(genuine, tmp_path):
