@@ -59,7 +59,8 @@ def _field_problem(name: str, value: Any) -> str | None:
 def _template_problem(short: str, template: str) -> str | None:
     if short == "COCO":
         return None
-    values = {"IN-C": {"level": 1}, "MVP-N": {"informative": 0, "image": "0000"}}
+    values: dict[str, dict[str, object]] = {"IN-C": {"level": 1},
+                                             "MVP-N": {"informative": 0, "image": "0000"}}
     try:
         template.format(**values.get(short, {"image": 0}))
     except (KeyError, IndexError, ValueError) as exc:
