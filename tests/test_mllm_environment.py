@@ -13,10 +13,11 @@ from PIL import Image
 from mllm_corpus import generate_corpus
 from proactflow.errors import UserError
 from proactflow.suites.proactivebench_mllm import oeg
-from proactflow.suites.proactivebench_mllm.corpus import parse_entry, read_dataset
+from proactflow.suites.proactivebench_mllm.corpus import (check_first_images, parse_entry,
+                                                          read_dataset)
 from proactflow.suites.proactivebench_mllm.datasets import BY_SHORT, parse_datasets
 from proactflow.suites.proactivebench_mllm.environment import (
-    play, read_reply, start, statistics, step, stop_reason, view)
+    abandon, play, read_reply, start, statistics, step, stop_reason, view)
 from proactflow.suites.proactivebench_mllm.images import image_bytes, pixel_digest, shown_image
 from proactflow.suites.proactivebench_mllm.replies import full_text, letter
 from proactflow.suites.proactivebench_mllm.sample import LEFT, EnvironmentCrash
@@ -197,6 +198,39 @@ def test_image_bytes_are_the_file_for_the_identity_and_a_lossless_crop_otherwise
     assert pixel_digest(decoded) == pixel_digest(shown_image(tmp_path, cropped))
 
 
+def test_files_with_alpha_are_sent_as_the_rgb_the_environment_shows(tmp_path):
+    s = sample("QD", image_template="q/{image}.png", num_images=1,
+               options=["Provide a more detailed sketch.", "I cannot answer."])
+    (tmp_path / "q").mkdir()
+    Image.new("RGBA", (5, 4), (200, 10, 10, 0)).save(tmp_path / "q" / "0000.png")
+    data, media = image_bytes(tmp_path, view(s, start(s)))
+    assert media == "image/png" and Image.open(io.BytesIO(data)).mode == "RGB"
+    assert pixel_digest(Image.open(io.BytesIO(data))) == pixel_digest(
+        Image.new("RGB", (5, 4), (200, 10, 10)))
+    Image.new("RGB", (5, 4), (1, 2, 3)).save(tmp_path / "q" / "0000.png", format="JPEG")
+    data, media = image_bytes(tmp_path, view(s, start(s)))
+    assert media == "image/jpeg" and data == (tmp_path / "q" / "0000.png").read_bytes()
+
+
+def test_an_empty_crop_abandons_the_episode_where_it_stands():
+    s = coco("left", crop={"top": 20, "left": 30, "height": 40, "width": 10},
+             horizontal_step=20)
+    shown = view(s, start(s))
+    assert shown.crop == (10, 20, 10, 40) and shown.empty
+    with pytest.raises(ValueError):
+        image_bytes(".", shown)
+    ended = abandon(start(s))
+    assert ended.stop and stop_reason(ended) == "image_error" and not ended.correct_prediction
+
+
+def test_missing_images_are_found_before_any_call(tmp_path):
+    generate_corpus(tmp_path, per_dataset=3, seed=2)
+    samples = read_dataset(tmp_path, BY_SHORT["MVP-N"])
+    check_first_images(tmp_path, samples)
+    with pytest.raises(UserError, match=r"image\(s\) missing under"):
+        check_first_images(tmp_path / "MVP-N", samples)
+
+
 # OEG
 
 def test_oeg_parsing_and_wrong_lengths():
@@ -222,6 +256,23 @@ def test_changeit_answers_grow_on_a_second_call_away_from_the_ends():
     assert oeg.expected_items(second) == oeg.expected_items(first) + 1
     edge = cit(first_image=0)
     assert oeg.valid_answers(edge, 1) == oeg.valid_answers(edge, 2)
+
+
+def test_judge_sample_parses_ours_against_the_first_call_and_the_package_against_the_second():
+    from proactflow.suites.proactivebench_mllm.upstream import Upstream
+
+    upstream = Upstream(filter={}, system_prompt="S", user_prompt="{user_prompt}|"
+                        "{correct_answers}|{generated_answer}", prediction_thr={"CIT": 2},
+                        source="test")
+    middle = cit(first_image=3, categories=["tying a knot", "pouring water"],
+                 answer="pouring water")
+    messages = oeg.oeg_messages(upstream, middle, "wait", use_hints=True)
+    assert messages[1]["content"].endswith("please tell me what I should do to help you.|"
+                                           "['Wait for the action to happen', 'Rewind the video',"
+                                           " 'Rewind the video', 'pouring water']|wait")
+    ours, package = oeg.judge_sample(upstream, middle, "<think>x</think>1,0,0,1")
+    assert (ours.status, ours.ps, ours.cp) == ("ok", 1, 1)
+    assert package == (0, 0, 0)  # four verdicts, five answers on the package's second call
 
 
 def test_oeg_selection_is_the_packages_seeded_shuffle():

@@ -11,7 +11,8 @@ from typing import Any
 
 from ...errors import CorpusError, UserError
 from .datasets import Dataset
-from .sample import Crop, Sample
+from .environment import start, view
+from .sample import Crop, EnvironmentCrash, Sample
 
 COMMON = ("id", "image_template", "first_image", "num_images", "reference_image", "prompt",
           "options", "categories", "answer")
@@ -143,3 +144,20 @@ def read_corpus(folder: Path | str, datasets: tuple[Dataset, ...],
                 ) -> dict[str, list[Sample]]:
     """The selected samples per short dataset name."""
     return {d.short: read_dataset(folder, d, keep_ids) for d in datasets}
+
+
+def check_first_images(folder: Path | str, samples: list[Sample]) -> None:
+    """Every sample's first image (and reference image) exists, before any call is paid for:
+    a wrong --corpus folder fails in one line."""
+    missing: list[str] = []
+    for sample in samples:
+        for reference in (False, True):
+            try:
+                shown = view(sample, start(sample, reference))
+            except EnvironmentCrash:
+                continue  # the episode itself reports it
+            if not (Path(folder) / shown.image).is_file():
+                missing.append(shown.image)
+    if missing:
+        raise UserError(f"{len(missing)} image(s) missing under {folder}, e.g. {missing[0]}: "
+                        "is it the corpus folder, with the images beside the .jsonl files?")

@@ -21,7 +21,7 @@ from . import rules
 from .replies import Evaluation, read
 from .sample import ACTION_KEYS, ROTATE, STOP, EnvironmentCrash, Sample
 
-StopReason = Literal["correct", "wrong", "unreadable", "max_steps"]
+StopReason = Literal["correct", "wrong", "unreadable", "max_steps", "image_error"]
 MCQA_INTRO = " Choose from the following options. Options:\n"
 MCQA_SHORT_ANSWER = "Please only return one of the options without any other words."
 
@@ -56,6 +56,9 @@ class EpisodeState:
     num_vertical_turns: int = 0
     stop: bool = False
     correct_prediction: bool = False
+    abandoned: bool = False
+    """The step's image could not be shown (an empty COCO crop): the package's script ends the
+    episode where it stands, counted as not correct (mcqa.py:97-106)."""
     turns: tuple[Turn, ...] = ()
 
 
@@ -73,6 +76,15 @@ class View:
     """The options shown: the valid actions, then the categories."""
     prompt: str
     """The full multiple-choice text sent with the image."""
+
+    @property
+    def empty(self) -> bool:
+        """True when the crop has no pixels (PIL rounds the box to integers): no image to send,
+        see `abandon`."""
+        if self.crop is None:
+            return False
+        left, top, right, bottom = (int(round(c)) for c in self.crop)
+        return right - left <= 0 or bottom - top <= 0
 
 
 @dataclass(frozen=True)
@@ -184,11 +196,20 @@ def play(sample: Sample, replies: list[str], reference: bool = False) -> Episode
     return state
 
 
+def abandon(state: EpisodeState) -> EpisodeState:
+    """The episode ended where it stands because its image cannot be shown (View.empty), as the
+    package's script breaks out of it on a processor error."""
+    return replace(state, stop=True, abandoned=True)
+
+
 def stop_reason(state: EpisodeState) -> StopReason | None:
     """Why the episode ended: the right category; a wrong (or unreadable: neither read found
-    anything) reply; or the step limit reached after an accepted action."""
+    anything) reply; the step limit reached after an accepted action; or an image that could
+    not be shown."""
     if not state.stop:
         return None
+    if state.abandoned:
+        return "image_error"
     if state.correct_prediction:
         return "correct"
     last = state.turns[-1]

@@ -29,31 +29,32 @@ def shown_image(corpus: Path | str, shown: View) -> Image.Image:
     return image if shown.crop is None else image.crop(shown.crop)
 
 
+# Files sent as they are: formats every image-taking provider reads, in modes whose pixels
+# decode to what convert("RGB") gives (no alpha to composite, no CMYK or palette to interpret).
+SENT_AS_IS = {("PNG", "RGB"), ("PNG", "L"), ("JPEG", "RGB"), ("JPEG", "L"), ("WEBP", "RGB")}
+MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
+
+
 def image_bytes(corpus: Path | str, shown: View) -> tuple[bytes, str]:
-    """The bytes to send and their media type: the file's own bytes for the identity, else the
-    transformed image as PNG."""
+    """The bytes to send and their media type: the file's own bytes when the step shows it
+    unchanged (and the file is a PNG, JPEG or WebP in RGB or grey), else the RGB image the
+    environment shows (cropped, or converted) as PNG. Raises ValueError on an empty crop
+    (View.empty)."""
     path = Path(corpus) / shown.image
+    if shown.empty:
+        raise ValueError(f"the crop {shown.crop} of {path} has no pixels")
     if shown.crop is None:
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise UserError(f"cannot read the image {path}: {exc.strerror or exc}") from None
-        return data, media_type(data, path)
+            with Image.open(path) as image:
+                kind = (image.format or "", image.mode)
+                transparent = "transparency" in image.info
+            if kind in SENT_AS_IS and not transparent:
+                return path.read_bytes(), MEDIA_TYPES[kind[0]]
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot read the image {path}: {exc}") from None
     buffer = io.BytesIO()
     shown_image(corpus, shown).save(buffer, format="PNG")
     return buffer.getvalue(), "image/png"
-
-
-def media_type(data: bytes, path: Path) -> str:
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    raise UserError(f"{path}: not a PNG, JPEG, GIF or WebP image")
 
 
 def pixel_digest(image: Image.Image) -> str:

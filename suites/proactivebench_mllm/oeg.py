@@ -131,6 +131,24 @@ def upstream_verdict(answers: str, judge_output: str, threshold: int) -> tuple[i
     return verdict.ps, verdict.cp, verdict.agg
 
 
+def oeg_messages(upstream: Upstream, sample: Sample, generated: str,
+                 use_hints: bool = False) -> list[dict[str, str]]:
+    """The judge's chat for a sample's free answer: the question the model saw (help sentence
+    included with USE_HINTS, as the package passes it) and the answers of the first call."""
+    return judge_messages(upstream, oeg_question(sample, use_hints), valid_answers(sample, 1),
+                          generated)
+
+
+def judge_sample(upstream: Upstream, sample: Sample,
+                 judge_reply: str) -> tuple[Verdict, tuple[int, int, int]]:
+    """proactflow's verdict (parsed against the answers the judge was shown) and the package's
+    figure (parsed against its second call's answers, errors as zeros) for one judge reply."""
+    visible = visible_output(judge_reply)
+    threshold = upstream.prediction_thr[sample.dataset]
+    return (parse_verdicts(valid_answers(sample, 1), visible, threshold),
+            upstream_verdict(valid_answers(sample, 2), visible, threshold))
+
+
 @dataclass(frozen=True)
 class OegScores:
     samples: int
