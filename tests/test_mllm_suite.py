@@ -1,12 +1,18 @@
 """`--suite proactivebench-mllm` end to end through the CLI against the fake server, on a corpus
 and a wheel generated here (no download): each step's request carries the image the
 environment shows (the fake decodes its pixels), every sample ends as the environment says, a
-second run makes no call; OEG with a fake judge gives a table computed by hand; bad flags are
+second run makes no call, a run killed mid-episode resumes without paying twice; OEG with a fake judge gives a table computed by hand; bad flags are
 one-line errors."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -155,3 +161,62 @@ def test_a_flag_of_this_suite_on_another_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.endswith(
         "--datasets, --hint: not an option of the proactiveagent suite"), err
+
+
+RUNNER = """
+import sys
+sys.path.insert(0, {tests!r})
+from mllm_suite_helpers import register
+from pathlib import Path
+from proactflow.cli import main
+register(Path({wheel!r}))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect_server):
+    corpus, wheel = make_corpus(tmp_path)
+    expected = expected_mcqa(corpus, IDS)
+    wrong: list[str] = []
+    concurrency = 4
+
+    def identity(request: dict) -> str:
+        return json.dumps(request["messages"], sort_keys=True)
+
+    with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
+        args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
+                str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
+                "--concurrency", str(concurrency)]
+        reference = tmp_path / "reference"
+        run_cli("run", [*args, "--store", str(tmp_path / "fresh"), "--out", str(reference)])
+        needed = {identity(r) for r in fake.requests if r["model"] == "seer"}
+        fake.reset_counts()
+        fake.latency = 0.05
+
+        args += ["--store", str(tmp_path / "store")]
+        env = dict(os.environ, PREFECT_API_URL=prefect_server)
+        runner = RUNNER.format(tests=str(Path(__file__).resolve().parent), wheel=str(wheel))
+        process = subprocess.Popen([sys.executable, "-c", runner, "run", *args], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while fake.calls["seer"] < len(needed) // 2:
+            assert process.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)  # no cleanup of any kind, mid-episode
+        process.wait()
+        first = [identity(r) for r in fake.requests if r["model"] == "seer"]
+        fake.reset_counts()
+        fake.latency = 0
+
+        out = tmp_path / "out"
+        run_cli("run", [*args, "--out", str(out)])
+        second = [identity(r) for r in fake.requests if r["model"] == "seer"]
+    assert wrong == []
+    repeated = set(first) & set(second)
+    assert len(repeated) <= concurrency  # only calls in flight at the kill are asked again
+    assert len(second) == len(set(second))  # and nothing twice within the resumed run
+    assert set(first) | set(second) == needed
+    assert any(step > 0 for step in pl.read_csv(out / "steps.csv")["step"])
+    assert pl.read_csv(out / "steps.csv").equals(pl.read_csv(reference / "steps.csv"))
+    assert pl.read_csv(out / "samples.csv").equals(pl.read_csv(reference / "samples.csv"))

@@ -22,10 +22,10 @@ from ...schemas.arrow import to_frame
 from ...settings import ModelRole, RunSettings
 from ...sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
-from . import environment, oeg, upstream
+from . import oeg, upstream
 from .corpus import check_first_images, read_corpus
 from .datasets import DATASETS, Dataset, parse_datasets
-from .episode import replayed, sample_json, sample_of, shown
+from .episode import replayed, sample_json, sample_of, shown, step_record
 from .outcomes import judgment_row, scores
 from .outputs import headline_rows, write_outputs
 from .source import folder_revision, hub_corpus
@@ -208,45 +208,8 @@ class ProactiveBenchMllm(Suite):
         if sent is None and outcome is not None and view.problem is None:
             image = shown(folder, entry, sample, state).image  # a request built elsewhere
             sent = image.sha256 if image is not None else None
-        row: dict[str, Any] = dict(
-            dataset=sample["dataset"], sample_id=sample["sample_id"], step=len(steps),
-            sample_index=sample_index, model=role.model,
-            image=view.view.image if view.view else None, image_sha256=sent,
-            crop=list(view.view.crop) if view.view and view.view.crop else None,
-            options=list(view.view.options) if view.view and sample["mode"] == "mcqa" else [],
-            prompt=view.prompt, response=None, action_evaluation=None,
-            category_evaluation=None, final=True, stop_reason=None, correct_prediction=None,
-            num_turns=None, finish_reason=None, prompt_tokens=None, completion_tokens=None,
-            latency_s=None, attempts=0, request_key=None)
-        if outcome is None:
-            assert view.problem is not None
-            row.update(status=view.problem, message=view.message, stop_reason=view.problem)
-            if view.problem == "image_error":  # ends where it stands, as upstream's script
-                row.update(correct_prediction=False, num_turns=state.num_turns)
-            return StepRow(**row)
-        row.update(status=outcome.status, message=outcome.error, response=outcome.content,
-                   finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
-                   completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
-                   attempts=outcome.attempts, request_key=outcome.request_key)
-        if not outcome.ok:  # a failed call is never the model's answer: the episode stops
-            row.update(stop_reason=outcome.status)
-            return StepRow(**row)
-        if sample["mode"] == "oeg":
-            row.update(stop_reason="answered")
-            return StepRow(**row)
-        try:
-            after = environment.step(entry, state, outcome.content or "")
-        except environment.EnvironmentCrash as exc:
-            row.update(status="environment_crash", message=str(exc),
-                       stop_reason="environment_crash")
-            return StepRow(**row)
-        turn = after.turns[-1]
-        row.update(action_evaluation=turn.action_evaluation,
-                   category_evaluation=turn.category_evaluation, final=after.stop)
-        if after.stop:
-            row.update(stop_reason=environment.stop_reason(after),
-                       correct_prediction=after.correct_prediction, num_turns=after.num_turns)
-        return StepRow(**row)
+        return step_record(sample, entry, state, view, sent, outcome, role.model, sample_index,
+                           len(steps))
 
     def response_row(self, sample: dict[str, Any], outcome: ChatOutcome | None,
                      role: ModelRole, sample_index: int) -> StepRow:
