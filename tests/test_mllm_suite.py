@@ -21,6 +21,8 @@ from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
 from mllm_suite_helpers import decoded, expected_mcqa, make_corpus, seeing_model
 
+from proactflow.errors import UserError
+
 pytestmark = pytest.mark.usefixtures("prefect_server")
 IDS = range(8)
 
@@ -220,3 +222,21 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
     assert any(step > 0 for step in pl.read_csv(out / "steps.csv")["step"])
     assert pl.read_csv(out / "steps.csv").equals(pl.read_csv(reference / "steps.csv"))
     assert pl.read_csv(out / "samples.csv").equals(pl.read_csv(reference / "samples.csv"))
+
+
+def test_offline_the_corpus_and_the_wheel_are_named_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    corpus, wheel = make_corpus(tmp_path, per_dataset=1)
+    common = ["--suite", "proactivebench-mllm", "--eval-model", "openai/m",
+              "--eval-api-base", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "s")]
+    assert run_cli("run", [*common, "--package", str(wheel)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "give --corpus DIR" in err and len(err.splitlines()) == 1, err
+
+    monkeypatch.setattr("proactflow.suites.proactivebench_mllm.upstream._pip_download",
+                        lambda folder: (_ for _ in ()).throw(
+                            UserError("cannot download proactivebench==0.1.1 with pip (no "
+                                      "network)")))
+    assert run_cli("run", [*common, "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--package FILE" in err and len(err.splitlines()) == 1, err
