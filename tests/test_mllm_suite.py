@@ -240,3 +240,41 @@ def test_offline_the_corpus_and_the_wheel_are_named_in_one_line(tmp_path, capsys
     assert run_cli("run", [*common, "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err.strip()
     assert "--package FILE" in err and len(err.splitlines()) == 1, err
+
+
+def test_a_sweep_names_the_suite_and_its_options(tmp_path, capsys):
+    corpus, wheel = make_corpus(tmp_path, per_dataset=4)
+    with FakeOpenAI({"first": lambda r: Reply(content="A"),
+                     "second": lambda r: Reply(content="(A)")}) as fake:
+        out = tmp_path / "nightly"
+        config = tmp_path / "sweep.toml"
+        config.write_text(f"""
+suite = "proactivebench-mllm"
+store = "{tmp_path / 'store'}"
+out = "{out}"
+corpus = "{corpus}"
+processes = 1
+min_coverage = 0.5                    # IN-C entry 1 crashes the package: not scored
+
+[options]
+datasets = "ROD,IN-C"
+package = "{wheel}"
+
+[[models]]
+model = "openai/first"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/second"
+api_base = "{fake.url}"
+""")
+        assert run_cli("sweep", ["--config", str(config)]) == 0
+    board = pl.read_csv(out / "leaderboard.csv")
+    pooled = {r["model"]: r for r in board.filter(pl.col("dataset") == "all").iter_rows(
+        named=True)}
+    assert set(pooled) == {"openai/first", "openai/second"}
+    assert pooled["openai/second"]["acc"] == 0.0  # "(A)" is unreadable: every episode ends
+    assert set(board["dataset"]) == {"ROD", "IN-C", "all"}
+    summary = (out / "sweep.md").read_text()
+    assert "openai/first" in summary and "openai/second" in summary
+    assert (out / "openai_first__deterministic" / "metrics.csv").exists()
