@@ -26,7 +26,8 @@ def relative_image(sample: Sample, state: EpisodeState) -> str:
     if short == "ROD":
         path = template.format(image=image_id)
         # One corrupted frame is swapped for a neighbour, by the last action (611-617); only
-        # outside reference mode (get_state applies _fix_corruptions there only).
+        # outside reference mode (get_state applies _fix_corruptions there only). Upstream
+        # replaces "s6" in the absolute path, data folder included; here in the relative one.
         if not state.reference and ROD_CORRUPT in path:
             return path.replace("s6", "s5" if state.action == LEFT else "s7")
         return path
