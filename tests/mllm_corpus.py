@@ -169,7 +169,10 @@ def _coco(rng: random.Random, root: Path, sample_id: int, index: int) -> dict:
     crop = {"top": top, "left": left,
             "height": rng.randint(8, height - top) + (0 if as_size else top),
             "width": rng.randint(8, width - left) + (0 if as_size else left)}
-    entry.update(direction=direction, granularity=rng.randint(1, 3),
+    # Outside zoom the first step already holds one step of the max (step x granularity):
+    # granularity 1 offers no move at all.
+    granularity = rng.randint(1, 3) if direction == "zoom" or index == 1 else rng.randint(2, 4)
+    entry.update(direction=direction, granularity=granularity,
                  horizontal_step=rng.randint(3, 25), vertical_step=rng.randint(3, 25),
                  crop=crop)
     return entry

@@ -316,3 +316,7 @@ def test_corpus_selection_and_errors(tmp_path):
         sample("ROD", answer="pear")
     with pytest.raises(UserError, match="field 'image_template'"):
         sample("ROD", image_template="x/{frame}.png")
+    # VSOD formats a zero-padded str: an integer format spec fails there as in the package.
+    assert sample("ROD", image_template="x/{image:02d}.png").image_template
+    with pytest.raises(UserError, match="field 'image_template'"):
+        vsod(image_template="x/{image:02d}.png")

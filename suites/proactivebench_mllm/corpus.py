@@ -60,10 +60,13 @@ def _field_problem(name: str, value: Any) -> str | None:
 def _template_problem(short: str, template: str) -> str | None:
     if short == "COCO":
         return None
-    values: dict[str, dict[str, object]] = {"IN-C": {"level": 1},
-                                             "MVP-N": {"informative": 0, "image": "0000"}}
+    # The value types the package formats with (ROD an int, the zero-padded ones a str...).
+    values: dict[str, dict[str, object]] = {
+        "ROD": {"image": 0}, "VSOD": {"image": "0000"}, "QD": {"image": "0000"},
+        "CIT": {"image": "0"}, "IN-C": {"level": 1},
+        "MVP-N": {"informative": 0, "image": "0000"}}
     try:
-        template.format(**values.get(short, {"image": 0}))
+        template.format(**values[short])
     except (KeyError, IndexError, ValueError) as exc:
         return f"is not a template of the dataset's fields ({type(exc).__name__}: {exc})"
     return None

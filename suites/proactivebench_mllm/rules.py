@@ -26,7 +26,8 @@ def relative_image(sample: Sample, state: EpisodeState) -> str:
     if short == "ROD":
         path = template.format(image=image_id)
         # One corrupted frame is swapped for a neighbour, by the last action (611-617); only
-        # outside reference mode (get_state applies _fix_corruptions there only).
+        # outside reference mode (get_state applies _fix_corruptions there only). Upstream
+        # replaces "s6" in the absolute path, data folder included; here in the relative one.
         if not state.reference and ROD_CORRUPT in path:
             return path.replace("s6", "s5" if state.action == LEFT else "s7")
         return path
@@ -73,10 +74,12 @@ def _coco_drop(sample: Sample, state: EpisodeState, options: list[str]) -> list[
                 raise EnvironmentCrash("coco2014: zoom steps out of step with each other")
             return _without(options, COCO_FARTHER, "coco2014 at the zoom limit")
         return options
-    if state.horizontal_step >= sample.max_horizontal_step:
-        options = [o for o in options if o not in COCO_HORIZONTAL]
-    if state.vertical_step >= sample.max_vertical_step:
-        options = [o for o in options if o not in COCO_VERTICAL]
+    # Each option's first occurrence only, as list.remove (1229-1240).
+    dropped = ((COCO_HORIZONTAL if state.horizontal_step >= sample.max_horizontal_step else ())
+               + (COCO_VERTICAL if state.vertical_step >= sample.max_vertical_step else ()))
+    for text in dropped:
+        if text in options:
+            options = _without(options, text, "coco2014")
     return options
 
 

@@ -46,6 +46,9 @@ class EnvironmentCrash(Exception):
 
 @dataclass(frozen=True)
 class Crop:
+    """COCO's crop as the entry gives it (width and height are not always sizes: see
+    rules.crop_box)."""
+
     top: int | float
     left: int | float
     height: int | float
@@ -63,13 +66,19 @@ class Sample:
     image_template: str
     """Image path relative to the corpus, a str.format template (COCO: used as is)."""
     first_image: int
+    """The image id of the first step."""
     num_images: int
+    """Images (levels, frames, views) of the sample; the step limit except for CIT and COCO."""
     reference_image: int
+    """The unoccluded image's id (reference mode)."""
     prompt: str
+    """The question, before the video prefix and the hint."""
     options: tuple[str, ...]
     """The entry's interaction options, in file order."""
     categories: tuple[str, ...]
+    """The categories shown after the options."""
     answer: str
+    """The right category."""
     valid_images: tuple[int, ...] = ()
     """MVP-N: the image ids in visiting order."""
     quality_answer: str | None = None
@@ -81,9 +90,13 @@ class Sample:
     direction: str = ""
     """COCO: zoom, left, right, up, down or two joined by "_"."""
     granularity: int = 0
+    """COCO: moves per direction (zoom: one more)."""
     horizontal_step: int | float = 0
+    """COCO: pixels per horizontal move, already applied once at the first step."""
     vertical_step: int | float = 0
+    """COCO: pixels per vertical move."""
     crop: Crop | None = None
+    """COCO: the first crop, before the first step is applied."""
     line: int = field(default=0, compare=False)
     """Line of the corpus file the entry came from (for messages)."""
 

