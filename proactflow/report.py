@@ -100,13 +100,19 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     """Leaderboard, metrics and report.html over ProactBench's `evaluations` (default: every
     complete evaluation in the store), with a section per other suite found in the store (all
     of its complete evaluations; `published`: a folder of its published results files)."""
+    from .suites.proactivebench_mllm.report import section as mllm_section
     from .suites.proactiveagent.report import section as proactiveagent_section
 
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
     out.mkdir(parents=True, exist_ok=True)
-    other = proactiveagent_section(store, out, published_folder=published,
-                                   include_incomplete=include_incomplete) \
-        if other_suites else None
+    found = [proactiveagent_section(store, out, published_folder=published,
+                                    include_incomplete=include_incomplete),
+             mllm_section(store, out, include_incomplete=include_incomplete)] \
+        if other_suites else []
+    sections = [section for section in found if section is not None]
+    other = ("\n".join(body for body, _ in sections),
+             pl.concat([board for _, board in sections], how="diagonal_relaxed")) \
+        if sections else None
     if not evaluations:
         if other is None:
             raise UserError(f"no complete evaluations in {store.url} for this selection: run "

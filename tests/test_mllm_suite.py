@@ -278,3 +278,10 @@ api_base = "{fake.url}"
     summary = (out / "sweep.md").read_text()
     assert "openai/first" in summary and "openai/second" in summary
     assert (out / "openai_first__deterministic" / "metrics.csv").exists()
+    assert "ProactiveBench (multimodal)" in (out / "report.html").read_text()
+    # `proactflow report` has the suite's section, one row per evaluation and dataset.
+    assert run_cli("report", ["--store", str(tmp_path / "store"),
+                              "--out", str(tmp_path / "report")]) == 0
+    assert "ProactiveBench (multimodal)" in (tmp_path / "report" / "report.html").read_text()
+    section = pl.read_csv(tmp_path / "report" / "proactivebench_mllm_leaderboard.csv")
+    assert section.filter(pl.col("dataset") == "all").height == 2

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore
+from ...cache.artifacts import ArtifactStore, write_atomic
 from ...chat import ChatOutcome, ChatRequest
 from ...errors import UserError
 from ...schemas.arrow import to_frame
@@ -269,6 +269,18 @@ class ProactiveBenchMllm(Suite):
                 ("scored", lambda r: str(r["scored"])), ("acc", number("acc")),
                 ("ps", number("ps")), ("cp", number("cp")), ("agg", number("agg")),
                 ("errors", lambda r: str(r["generation_errors"] + r["judge_errors"]))]
+
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        from ...report import write_suite_page
+        from .report import leaderboard, section
+
+        if out is None:
+            return leaderboard(store, judgments_keys)
+        found = section(store, out, keys=judgments_keys, include_incomplete=True)
+        assert found is not None, "a sweep that finished has evaluations"
+        write_atomic(out / "leaderboard.csv", found[1].write_csv().encode())
+        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         return headline_rows(board)
