@@ -84,13 +84,14 @@ class Expected:
     calls: int = 0
 
 
-def expected_mcqa(corpus: Path, ids: range, hint: bool = False) -> Expected:
+def expected_mcqa(corpus: Path, ids: range, hint: bool = False,
+                  reference: bool = False) -> Expected:
     """Every episode played here with the environment, the images rendered as it shows them."""
     expected = Expected()
     keep = {d.full: set(ids) for d in DATASETS}
     for short, samples in read_corpus(corpus, DATASETS, keep).items():
         for sample in samples:
-            state, reason = environment.start(sample), None
+            state, reason = environment.start(sample, reference), None
             while not state.stop:
                 view = environment.view(sample, state, hint)
                 if view.empty:

@@ -76,6 +76,28 @@ def test_mcqa_steps_carry_the_images_the_environment_shows(tmp_path, capsys):
         assert fake.calls["seer"] == 0
 
 
+@pytest.mark.parametrize("variant", ["--hint", "--reference"])
+def test_the_hint_and_reference_variants(tmp_path, variant):
+    corpus, wheel = make_corpus(tmp_path, per_dataset=3)
+    expected = expected_mcqa(corpus, range(3), hint=variant == "--hint",
+                             reference=variant == "--reference")
+    wrong: list[str] = []
+    with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
+        out = tmp_path / "out"
+        run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+                        "--package", str(wheel), variant, "--eval-model", "openai/seer",
+                        "--eval-api-base", fake.url, "--store", str(tmp_path / "store"),
+                        "--out", str(out)])
+        assert wrong == [] and fake.calls["seer"] == len(expected.replies)
+    samples = pl.read_csv(out / "samples.csv")
+    assert {(r["dataset"], r["sample_id"]): r["num_turns"] for r in samples.iter_rows(
+        named=True)} == {key: e["num_turns"] for key, e in expected.episodes.items()}
+    if variant == "--reference":  # one step, categories only
+        assert set(samples["num_turns"].drop_nulls()) == {1}
+    else:
+        assert all("Hint:" in prompt for prompt, _ in expected.replies)
+
+
 def test_a_failed_call_is_an_error_row_never_a_wrong_answer(tmp_path):
     corpus, wheel = make_corpus(tmp_path, per_dataset=2)
 
