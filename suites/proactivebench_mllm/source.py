@@ -93,14 +93,18 @@ def _extract(root: Path, commit: str, names: list[str]) -> None:
     try:
         for name in names:
             path = Path(hf_hub_download(HUB_REPO, name, repo_type="dataset", revision=commit))
-            if name.endswith(".zip"):
-                with zipfile.ZipFile(path) as archive:
-                    archive.extractall(staging)
-            elif name.endswith(_ARCHIVES):
-                with tarfile.open(path) as archive:
-                    archive.extractall(staging, filter="data")
-            else:
-                shutil.copyfile(path, staging / Path(name).name)
+            try:
+                if name.endswith(".zip"):
+                    with zipfile.ZipFile(path) as archive:
+                        archive.extractall(staging)
+                elif name.endswith(_ARCHIVES):
+                    with tarfile.open(path) as archive:
+                        archive.extractall(staging, filter="data")
+                else:
+                    shutil.copyfile(path, staging / Path(name).name)
+            except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+                raise UserError(f"cannot extract {name} of {HUB_REPO}@{commit[:12]} ({exc}); "
+                                "give --corpus DIR instead") from None
         for entry in staging.iterdir():  # each top-level entry appears whole, by rename
             target = root / entry.name
             if target.exists():
