@@ -7,7 +7,8 @@ Run by hand from the repository root (not part of the tests):
     .venv/bin/python benchmarks/mllm_benchmark.py --samples 500      # a quick look first
 
 It generates a corpus in the package's layout with the tests' generator (tests/mllm_corpus.py)
-at the real set's size (the FILTER's counts per dataset, 7,557 samples) with every image drawn
+at the real set's size (the FILTER's counts per dataset, 7,557 entries; the generator marks a third
+of VSOD's as weak occlusions, which the loader skips: 7,543 samples) with every image drawn
 at 500x375, a synthetic wheel whose FILTER keeps them, and
 starts the fake OpenAI-compatible server: its model answers a letter chosen by a hash of the
 request, so episodes run as far as the datasets allow (actions continue, categories end). Then
