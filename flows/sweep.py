@@ -28,7 +28,9 @@ def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
     """Tokens and estimated cost per role over the sweep ("unknown" once any price is)."""
     lines = []
     for role in ("model_under_test", "judge"):
-        rows = [u[role] for u in usage]
+        rows = [u[role] for u in usage if role in u]  # no judge for a deterministic check
+        if not rows:
+            continue
         prompt = sum(r["prompt_tokens"] for r in rows)
         completion = sum(r["completion_tokens"] for r in rows)
         costs = [r["estimated_cost_usd"] for r in rows]

@@ -1,6 +1,6 @@
 """Benchmarks, one folder each, behind the seam of suites/base.py.
 
-A suite is found by name: the two shipped with proactflow, one registered in the running process
+A suite is found by name: the ones shipped with proactflow, one registered in the running process
 (`register_suite`, as the tests do), or one installed by another package under the
 `proactflow.suites` entry-point group (`name = "package.module:SuiteClass"`). Suite modules are
 imported only when asked for, so naming a suite costs nothing until it is used.
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 _BUILT_IN = {
     "proactbench": "proactflow.suites.proactbench.suite:ProactBench",
     "proactiveagent": "proactflow.suites.proactiveagent.suite:ProactiveAgent",
+    "proactivebench-mllm": "proactflow.suites.proactivebench_mllm.suite:ProactiveBenchMllm",
     "proactiveagent-calibration":
         "proactflow.suites.proactiveagent.calibration:JudgeCalibration",
     "proactivebench-video": "proactflow.suites.proactivebench_video.suite:ProactiveBenchVideo",

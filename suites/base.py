@@ -124,6 +124,9 @@ class Suite(ABC):
     step_column: ClassVar[str | None] = None
     """Interactive suites only: the column of the responses and judgments that numbers the
     steps of one sample (0, 1, ...); it orders their rows after the sample key."""
+    option_names: ClassVar[tuple[str, ...]] = ()
+    """The suite's own options (`RunSettings.suite_options`, e.g. --datasets) it takes; any
+    other given is a one-line error."""
     error_statuses: ClassVar[tuple[str, ...]] = ("error", "generation_error", "judge_error")
     """Row statuses that mean a call failed: an artifact holding them is incomplete, is
     computed again by the next run, and counts as lost coverage."""
@@ -153,6 +156,12 @@ class Suite(ABC):
         if reasoning:
             return {"temperature": 1.0, "max_tokens": 32768, "top_p": None}
         return {"temperature": None, "max_tokens": 4096, "top_p": None}
+
+    def option_generation_defaults(self, role: str, reasoning: bool,
+                                   options: dict[str, Any]) -> dict[str, Any]:
+        """`generation_defaults` given the suite's own options (RunSettings.suite_options), for
+        a suite whose protocol sends other settings in another mode."""
+        return self.generation_defaults(role, reasoning)
 
     def generation_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
         """Prompts the model under test is sent besides the data (none by default)."""

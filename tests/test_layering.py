@@ -40,6 +40,8 @@ UPWARD_KNOWN = {
         "a run writes the report page of its own evaluation to --out",
     ("proactflow.suites.proactiveagent.suite", "proactflow.results.report"):
         "a run writes the report page of its own evaluation to --out",
+    ("proactflow.suites.proactivebench_mllm.suite", "proactflow.results.report"):
+        "a run writes the report page of its own evaluation to --out",
     ("proactflow.suites.proactivebench_video.suite", "proactflow.results.report"):
         "a run writes the report page of its own evaluation to --out",
 }

@@ -157,7 +157,7 @@ def test_every_run_shown_in_the_docs_builds_its_parameters(tmp_path, monkeypatch
             continue  # --all-models: the settings come from the store
         try:
             settings = settings_from_args(args)  # raises UserError on any refused setting
-            for role in (settings.model_under_test, settings.judge):
+            for role in settings.roles.values():  # no judge for a suite scored by rules
                 wire_params(role.model, dict(ChatRequest.build(role, []).params))
         except UserError as refused:
             pytest.fail(f"{where}: {refused}")

@@ -228,8 +228,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_SUITE
-                   ) -> ModelRole:
+def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_SUITE,
+                   options: dict[str, Any] | None = None) -> ModelRole:
     model = getattr(args, f"{prefix}_model")
     explicit: dict[str, Any] = {}
     for field in ("temperature", "max_tokens", "top_p", "reasoning_effort"):
@@ -254,7 +254,7 @@ def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_S
         safety_settings_off(model)  # a one-line error for a model without these filters
         explicit["gemini_safety_off"] = True
     generation, deviations = role_generation(
-        "model_under_test" if prefix == "eval" else "judge", model, explicit, suite)
+        "model_under_test" if prefix == "eval" else "judge", model, explicit, suite, options)
     return ModelRole(model=model, api_base=getattr(args, f"{prefix}_api_base"),
                      api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation,
                      deviations=deviations, revision=getattr(args, f"{prefix}_revision", None))
@@ -286,10 +286,12 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
     if not args.judge_model and suite.needs_judge:
         raise UserError(f"the {suite_name} suite needs --judge-model (an LLM judge, or a reward "
                         "model behind --judge-api-base)")
+    options = suite_options_from_args(args, suite)
     return RunSettings(
         suite=suite_name,
-        model_under_test=role_from_args(args, "eval", suite_name),
-        judge=role_from_args(args, "judge", suite_name) if args.judge_model else None,
+        suite_options=options,
+        model_under_test=role_from_args(args, "eval", suite_name, options),
+        judge=role_from_args(args, "judge", suite_name, options) if args.judge_model else None,
         prompt_files=dict(getattr(args, "prompt", None) or []),
         corpus=CorpusSource(path=args.corpus, revision=args.revision, limit=args.limit,
                             phases=args.phases, parts=parts_from_args(args, suite)),
@@ -308,3 +310,19 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         refresh=args.refresh,
         min_coverage=args.min_coverage,
     )
+
+
+SUITE_OPTIONS = {"datasets": "--datasets", "mode": "--mode", "hint": "--hint",
+                 "reference": "--reference", "package": "--package"}
+"""A suite's own options: their RunSettings.suite_options name and their flag."""
+
+
+def suite_options_from_args(args: argparse.Namespace, suite) -> dict[str, str | bool]:
+    """The suite options given on the command line; one the suite does not take is a one-line
+    UserError (silently ignoring it would run another evaluation than the one asked for)."""
+    given = {name: getattr(args, name) for name in SUITE_OPTIONS
+             if getattr(args, name, None) not in (None, False)}
+    refused = [SUITE_OPTIONS[name] for name in given if name not in suite.option_names]
+    if refused:
+        raise UserError(f"{', '.join(refused)}: not an option of the {suite.name} suite")
+    return given

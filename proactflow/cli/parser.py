@@ -49,9 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                              eval_api_key_env=None)
         else:
             sub.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME",
-                             help="the benchmark: proactbench (default; ProactBench, Boson AI) "
-                                  "or proactiveagent (Proactive Agent's ProactiveBench, THUNLP) "
-                                  "or proactivebench-video (the video ProactiveBench, PAUC)")
+                             help="the benchmark: proactbench (default; ProactBench, Boson AI), "
+                                  "proactiveagent (Proactive Agent's ProactiveBench, THUNLP), "
+                                  "proactivebench-mllm (the multimodal ProactiveBench) or "
+                                  "proactivebench-video (the video ProactiveBench, PAUC)")
             add_role_options(sub, "eval", "model under test", required=name != "rejudge",
                              default_model=None)
         add_role_options(sub, "judge", "judge", required=False,
@@ -101,6 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
         corpus.add_argument("--parts", metavar="LIST",
                             help="proactivebench-video: comma-separated parts to evaluate "
                                  "(WEB,EGO,TV,VAD; default: all four)")
+        mllm = sub.add_argument_group("multimodal ProactiveBench (--suite proactivebench-mllm)")
+        mllm.add_argument("--datasets", metavar="LIST",
+                          help="comma-separated datasets by short or full name: ROD, VSOD, "
+                               "MVP-N, IN-C, QD, CIT, COCO (default: all seven)")
+        mllm.add_argument("--mode", choices=("mcqa", "oeg"),
+                          help="mcqa (default): multiple choice, step by step; oeg: the first "
+                               "view answered freely, scored by --judge-model")
+        mllm.add_argument("--hint", action="store_true",
+                          help="append each dataset's hint to the question")
+        mllm.add_argument("--reference", action="store_true",
+                          help="the unoccluded reference image, categories only, one step")
+        mllm.add_argument("--package", metavar="FILE",
+                          help="a copy of the proactivebench 0.1.1 wheel (offline; default: "
+                               "fetched once with pip and cached in the store)")
         where = sub.add_argument_group("store and outputs")
         add_store_option(where)
         add_database_option(where)

@@ -43,23 +43,27 @@ class Generation(BaseModel):
 
 
 def role_generation(kind: Role, model: str, explicit: dict[str, Any] | None = None,
-                    suite: str = DEFAULT_SUITE) -> tuple[Generation, tuple[Deviation, ...]]:
+                    suite: str = DEFAULT_SUITE, options: dict[str, Any] | None = None
+                    ) -> tuple[Generation, tuple[Deviation, ...]]:
     """The settings a role sends: the suite protocol's defaults for the model, adapted to
     litellm's model map, with what the user set (`explicit`) on top; and every deviation from
     the protocol. A setting the model cannot take is a one-line UserError."""
-    protocol = protocol_defaults(kind, model, suite).model_dump()
+    protocol = protocol_defaults(kind, model, suite, options).model_dump()
     values, deviations = conform_generation(kind, model, protocol, dict(explicit or {}),
                                             reasoning_by_name=is_reasoning_model(model))
     return Generation(**values), tuple(deviations)
 
 
-def protocol_defaults(role: Role, model: str, suite: str = DEFAULT_SUITE) -> Generation:
+def protocol_defaults(role: Role, model: str, suite: str = DEFAULT_SUITE,
+                      options: dict[str, Any] | None = None) -> Generation:
     """The generation defaults of a suite's protocol for a role and model (ProactBench's:
-    PROTOCOL.md steps 2 and 4)."""
+    PROTOCOL.md steps 2 and 4); `options`: the suite's own options (RunSettings.suite_options),
+    for a suite whose protocol differs between its modes."""
     reasoning = is_reasoning_model(model)
     if suite != DEFAULT_SUITE:
         from ..suites import get_suite  # suites import these settings: resolved at call time
-        return Generation(**get_suite(suite).generation_defaults(role, reasoning))
+        return Generation(**get_suite(suite).option_generation_defaults(role, reasoning,
+                                                                        options or {}))
     if role == "model_under_test":
         if reasoning:
             return Generation(temperature=1.0, max_tokens=32768, top_p=None)

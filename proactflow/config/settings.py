@@ -194,6 +194,11 @@ class RunSettings(BaseModel):
     corpus: CorpusSource = Field(default_factory=CorpusSource, description="The dialogues.")
     samples: int = Field(default=1, ge=1, le=100,
                          description="Responses drawn per trigger (each judged on its own).")
+    suite_options: dict[str, str | bool] = Field(
+        default_factory=dict,
+        description="Options only one suite takes, by name (proactivebench-mllm: datasets, "
+                    "mode, hint, reference, package); the suite puts what changes an output "
+                    "into its keys and refuses a name it does not take.")
     judge_prompt_file: str | None = Field(
         default=None, description="Judge system prompt file; None for the upstream prompt.")
     prompt_files: dict[str, str] = Field(

@@ -101,17 +101,20 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     complete evaluation in the store), with a section per other suite found in the store (all
     of its complete evaluations; `published`: a folder of its published results files)."""
     from ..suites.proactiveagent.report import section as proactiveagent_section
+    from ..suites.proactivebench_mllm.report import section as mllm_section
     from ..suites.proactivebench_video.report import section as video_section
 
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
     out.mkdir(parents=True, exist_ok=True)
-    other = proactiveagent_section(store, out, published_folder=published,
-                                   include_incomplete=include_incomplete) \
-        if other_suites else None
-    video = video_section(store, out, include_incomplete=include_incomplete) \
-        if other_suites else None
-    if video is not None:  # after ProactiveBench's, on the same page
-        other = video if other is None else (other[0] + video[0], other[1])
+    found = [proactiveagent_section(store, out, published_folder=published,
+                                    include_incomplete=include_incomplete),
+             mllm_section(store, out, include_incomplete=include_incomplete),
+             video_section(store, out, include_incomplete=include_incomplete)] \
+        if other_suites else []
+    sections = [section for section in found if section is not None]
+    other = ("\n".join(body for body, _ in sections),
+             pl.concat([board for _, board in sections], how="diagonal_relaxed")) \
+        if sections else None
     if not evaluations:
         if other is None:
             raise UserError(f"no complete evaluations in {store.url} for this selection: run "

@@ -1,7 +1,8 @@
 """Sweep configuration: many models under test, one or more judges, one corpus.
 
 ```toml
-suite = "proactbench"                 # optional: proactbench (default) or proactiveagent
+suite = "proactbench"                 # optional: proactbench (default), proactiveagent or
+                                      # proactivebench-mllm (its flags under [options])
 store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow;
                                       # or "s3://bucket/prefix" (credentials: AWS_* variables)
 database = "postgresql://proactflow@db.lan:5432/proactflow"  # optional: calls, leases and rate
@@ -108,13 +109,14 @@ class SweepModel(BaseModel):
         return None if isinstance(value, str) and value.lower() in ("none", "null", "off") \
             else value
 
-    def role(self, kind: Role, suite: str = DEFAULT_SUITE) -> ModelRole:
+    def role(self, kind: Role, suite: str = DEFAULT_SUITE,
+             options: dict[str, Any] | None = None) -> ModelRole:
         explicit = self.model_dump(include={"temperature", "max_tokens", "top_p",
                                             "reasoning_effort", "system_prompt",
                                             "gemini_safety_off"}, exclude_unset=True)
         if explicit.get("gemini_safety_off"):
             safety_settings_off(self.model)
-        generation, deviations = role_generation(kind, self.model, explicit, suite)
+        generation, deviations = role_generation(kind, self.model, explicit, suite, options)
         return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                          generation=generation, deviations=deviations, revision=self.revision,
                          limits=Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
@@ -128,7 +130,13 @@ class SweepConfig(BaseModel):
     suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default) "
                                                           "or proactiveagent.")
     models: list[SweepModel] = Field(min_length=1, description="Models under test.")
-    judges: list[SweepModel] = Field(min_length=1, description="Judges; each scores every model.")
+    judges: list[SweepModel] = Field(
+        default_factory=list, description="Judges; each scores every model (none for a suite "
+                                          "scored by a deterministic check).")
+    options: dict[str, str | bool] = Field(
+        default_factory=dict, description="The suite's own options, as on the command line "
+                                          "(proactivebench-mllm: datasets, mode, hint, "
+                                          "reference, package).")
     store: str | None = Field(default=None, description="Artifact store: a folder or an fsspec "
                                                         "URL (s3://bucket/prefix).")
     database: str | None = Field(
@@ -201,27 +209,42 @@ class SweepConfig(BaseModel):
     def runs(self) -> list[RunSettings]:
         """One RunSettings per (model, judge), in file order. For a deployment, local paths are
         made absolute: a worker resolves them in its own folder, on its own machine."""
+        from ..suites import get_suite
+
         place: Callable[[str], str] = _absolute if self.deployment else str
         store = place(self.store or default_store())
+        suite = get_suite(self.suite)
+        refused = [name for name in self.options if name not in suite.option_names]
+        if refused:
+            raise UserError(f"options: {', '.join(refused)} not an option of the {self.suite} "
+                            "suite")
+        if not self.judges and suite.needs_judge:
+            raise UserError(f"the {self.suite} suite needs a judge: add a [[judges]] entry")
+        options = dict(self.options)
+        if "package" in options and isinstance(options["package"], str):
+            options["package"] = place(options["package"])
+        judges: list[SweepModel | None] = list(self.judges) or [None]
         out = Path(place(self.out)) if self.out else None
         return [RunSettings(
-            suite=self.suite, model_under_test=model.role("model_under_test", self.suite),
-            judge=judge.role("judge", self.suite),
+            suite=self.suite, suite_options=options,
+            model_under_test=model.role("model_under_test", self.suite, options),
+            judge=judge.role("judge", self.suite, options) if judge is not None else None,
             corpus=CorpusSource(path=self.corpus and place(self.corpus), revision=self.revision,
                                 limit=self.limit, parts=_parts(self.parts)),
             judge_prompt_file=self.judge_prompt and place(self.judge_prompt),
             prompt_files={name: place(file) for name, file in self.prompts.items()}, store=store,
             samples=self.samples, database=self.database or default_database(),
             min_coverage=self.min_coverage,
-            out=str(out / f"{safe_name(model.model)}__{safe_name(judge.model)}") if out
-            else None,
+            out=str(out / f"{safe_name(model.model)}__"
+                    f"{safe_name(judge.model if judge else 'deterministic')}") if out else None,
             runtime=RuntimeOptions(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
-            for model in self.models for judge in self.judges]
+            for model in self.models for judge in judges]
 
 
     def work_queues(self) -> list[str | None]:
         """The work queue of each of `runs()`, in its order (None: the deployment's)."""
-        return [model.work_queue for model in self.models for _ in self.judges]
+        return [model.work_queue for model in self.models
+                for _ in range(max(1, len(self.judges)))]
 
 
 def _absolute(path: str) -> str:

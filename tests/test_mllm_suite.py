@@ -1,0 +1,309 @@
+"""`--suite proactivebench-mllm` end to end through the CLI against the fake server, on a corpus
+and a wheel generated here (no download): each step's request carries the image the
+environment shows (the fake decodes its pixels), every sample ends as the environment says, a
+second run makes no call, a run killed mid-episode resumes without paying twice; OEG with a fake judge gives a table computed by hand; bad flags are
+one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fake_openai import FakeOpenAI, Reply
+from helpers import run_cli
+from mllm_suite_helpers import decoded, expected_mcqa, make_corpus, seeing_model
+
+from proactflow.common.errors import UserError
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+IDS = range(8)
+
+
+def test_mcqa_steps_carry_the_images_the_environment_shows(tmp_path, capsys):
+    corpus, wheel = make_corpus(tmp_path)
+    expected = expected_mcqa(corpus, IDS)
+    wrong: list[str] = []
+    with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
+        args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
+                str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
+                "--store", str(tmp_path / "store")]
+        out = tmp_path / "out"
+        code = run_cli("run", [*args, "--out", str(out)])
+        assert wrong == []  # every request showed the right pixels
+        # A view shown again with the same text (ROD wraps around) is one call: the cache's.
+        assert fake.calls["seer"] == len(expected.replies) < expected.calls
+        body = fake.requests[0]
+        assert body["max_tokens"] == 50 and "temperature" not in body and "top_p" not in body
+        samples = pl.read_csv(out / "samples.csv")
+        got = {(r["dataset"], r["sample_id"]): {k: r[k] for k in
+                                                ("correct_prediction", "num_turns",
+                                                 "stop_reason")}
+               for r in samples.iter_rows(named=True)}
+        assert got == expected.episodes
+        reasons = {e["stop_reason"] for e in expected.episodes.values()}
+        assert {"correct", "wrong", "unreadable", "environment_crash"} <= reasons
+        assert code == (1 if "environment_crash" in reasons else 0)  # crashes are not scored
+        steps = pl.read_csv(out / "steps.csv")
+        assert steps.height == expected.calls + sum(
+            e["stop_reason"] == "image_error" for e in expected.episodes.values())
+        assert steps["image_sha256"].drop_nulls().len() == expected.calls
+        metrics = pl.read_csv(out / "metrics.csv")
+        assert metrics.columns[:4] == ["dataset", "samples", "acc", "ps"]
+        for row in metrics.iter_rows(named=True):
+            ended = [e for (d, _), e in expected.episodes.items()
+                     if row["dataset"] in (d, "all") and e["stop_reason"] != "environment_crash"]
+            assert row["scored"] == len(ended)
+            assert row["acc"] == pytest.approx(
+                100 * sum(bool(e["correct_prediction"]) for e in ended) / len(ended))
+            assert row["ps"] == pytest.approx(sum(e["num_turns"] - 1 for e in ended)
+                                              / len(ended))
+        assert json.loads((out / "metrics.json").read_text())["metrics"][0]["dataset"] == "ROD"
+        # Images travel as data URLs only: the store keeps their hashes.
+        for path in (tmp_path / "store").rglob("*"):
+            if path.is_file():
+                assert b"base64," not in path.read_bytes(), path
+
+        fake.reset_counts()
+        assert run_cli("run", args) == code
+        assert fake.calls["seer"] == 0
+
+
+@pytest.mark.parametrize("variant", ["--hint", "--reference"])
+def test_the_hint_and_reference_variants(tmp_path, variant):
+    corpus, wheel = make_corpus(tmp_path, per_dataset=3)
+    expected = expected_mcqa(corpus, range(3), hint=variant == "--hint",
+                             reference=variant == "--reference")
+    wrong: list[str] = []
+    with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
+        out = tmp_path / "out"
+        run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+                        "--package", str(wheel), variant, "--eval-model", "openai/seer",
+                        "--eval-api-base", fake.url, "--store", str(tmp_path / "store"),
+                        "--out", str(out)])
+        assert wrong == [] and fake.calls["seer"] == len(expected.replies)
+    samples = pl.read_csv(out / "samples.csv")
+    assert {(r["dataset"], r["sample_id"]): r["num_turns"] for r in samples.iter_rows(
+        named=True)} == {key: e["num_turns"] for key, e in expected.episodes.items()}
+    if variant == "--reference":  # one step, categories only
+        assert set(samples["num_turns"].drop_nulls()) == {1}
+    else:
+        assert all("Hint:" in prompt for prompt, _ in expected.replies)
+
+
+def test_a_failed_call_is_an_error_row_never_a_wrong_answer(tmp_path):
+    corpus, wheel = make_corpus(tmp_path, per_dataset=2)
+
+    def flaky(request: dict) -> Reply:
+        return Reply(status=500, content="down") if "Rotate" in decoded(request)[0] else \
+            Reply(content="Z")
+    with FakeOpenAI({"seer": flaky}) as fake:
+        out = tmp_path / "out"
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+                               "--package", str(wheel), "--datasets", "MVP-N,ROD",
+                               "--eval-model", "openai/seer", "--eval-api-base", fake.url,
+                               "--max-attempts", "1", "--store", str(tmp_path / "store"),
+                               "--out", str(out)])
+    assert code == 1
+    metrics = {r["dataset"]: r for r in pl.read_csv(out / "metrics.csv").iter_rows(named=True)}
+    assert metrics["MVP-N"]["generation_errors"] == 2 and metrics["MVP-N"]["scored"] == 0
+    assert metrics["MVP-N"]["acc"] is None
+    assert (metrics["ROD"]["scored"], metrics["ROD"]["acc"]) == (2, 0.0)  # "Z": unreadable
+
+
+def oeg_judge(request: dict) -> Reply:
+    user = request["messages"][-1]["content"]
+    if "'Move the blocks', 'Move the camera'" in user:  # ROD: a decoy list inside thinking
+        return Reply(content="<think>1, 1, 1</think>\n1, 0")
+    if "'Add more details to the drawing'" in user:  # QD
+        return Reply(content="0,1")
+    return Reply(content="</think>1")  # CIT: one verdict for three or more answers
+
+
+def test_oeg_scores_by_hand(tmp_path):
+    corpus, wheel = make_corpus(tmp_path)
+    with FakeOpenAI({"seer": lambda r: Reply(content="Please move the object."),
+                     "judge": oeg_judge}) as fake:
+        out = tmp_path / "out"
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+                               "--package", str(wheel), "--datasets", "ROD,QuickDraw,CIT",
+                               "--mode", "oeg", "--eval-model", "openai/seer",
+                               "--eval-api-base", fake.url, "--judge-model", "openai/judge",
+                               "--judge-api-base", fake.url, "--store", str(tmp_path / "s"),
+                               "--out", str(out)])
+        assert code == 1  # CIT's judge errors are lost coverage
+        assert fake.calls["seer"] == 24  # every sample's own image
+        # The judge sees no image: samples of a dataset with the same question, answers and
+        # reply are one judge call, the cache's.
+        assert 3 <= fake.calls["judge"] < 24
+        assert fake.requests[0]["max_tokens"] == 2 ** 15
+    metrics = pl.read_csv(out / "metrics.csv")
+    assert metrics.columns[:5] == ["dataset", "samples", "ps", "cp", "agg"]
+    table = {r["dataset"]: (r["samples"], r["scored"], r["ps"], r["cp"], r["agg"],
+                            r["judge_errors"], r["upstream_ps"], r["upstream_agg"])
+             for r in metrics.iter_rows(named=True)}
+    assert table == {
+        "ROD": (8, 8, 100.0, 0.0, 100.0, 0, 100.0, 100.0),
+        "QD": (8, 8, 0.0, 100.0, 100.0, 0, 0.0, 100.0),
+        "CIT": (8, 0, None, None, None, 8, 0.0, 0.0),  # the package scores these zeros
+        "all": (24, 16, 50.0, 50.0, 100.0, 8, 100 / 3, 200 / 3)}
+    samples = pl.read_csv(out / "samples.csv")
+    assert set(samples.filter(pl.col("dataset") == "CIT")["status"]) == {"judge_error"}
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--mode", "oeg"], "--mode oeg needs --judge-model"),
+    (["--datasets", "ROD,FOO"], "--datasets: unknown 'FOO'"),
+    (["--judge-model", "openai/j", "--judge-api-base", "http://127.0.0.1:9/v1"],
+     "--judge-model is for --mode oeg"),
+    (["--mode", "oeg", "--reference", "--judge-model", "openai/j", "--judge-api-base",
+      "http://127.0.0.1:9/v1"], "--reference is an MCQA"),
+])
+def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
+    corpus, wheel = make_corpus(tmp_path, per_dataset=1)
+    code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+                           "--package", str(wheel), "--eval-model", "openai/m",
+                           "--eval-api-base", "http://127.0.0.1:9/v1",
+                           "--store", str(tmp_path / "s"), *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) == 1, err
+
+
+def test_a_flag_of_this_suite_on_another_is_refused(tmp_path, capsys):
+    local = "http://127.0.0.1:9/v1"
+    code = run_cli("run", ["--suite", "proactiveagent", "--eval-model", "openai/m",
+                           "--eval-api-base", local, "--judge-model", "openai/j",
+                           "--judge-api-base", local, "--hint", "--datasets", "ROD",
+                           "--store", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.endswith(
+        "--datasets, --hint: not an option of the proactiveagent suite"), err
+
+
+RUNNER = """
+import sys
+sys.path.insert(0, {tests!r})
+from mllm_suite_helpers import register
+from pathlib import Path
+from proactflow.cli import main
+register(Path({wheel!r}))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect_server):
+    corpus, wheel = make_corpus(tmp_path)
+    expected = expected_mcqa(corpus, IDS)
+    wrong: list[str] = []
+    concurrency = 4
+
+    def identity(request: dict) -> str:
+        return json.dumps(request["messages"], sort_keys=True)
+
+    with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
+        args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
+                str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
+                "--concurrency", str(concurrency)]
+        reference = tmp_path / "reference"
+        run_cli("run", [*args, "--store", str(tmp_path / "fresh"), "--out", str(reference)])
+        needed = {identity(r) for r in fake.requests if r["model"] == "seer"}
+        fake.reset_counts()
+        fake.latency = 0.05
+
+        args += ["--store", str(tmp_path / "store")]
+        env = dict(os.environ, PREFECT_API_URL=prefect_server)
+        runner = RUNNER.format(tests=str(Path(__file__).resolve().parent), wheel=str(wheel))
+        process = subprocess.Popen([sys.executable, "-c", runner, "run", *args], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while fake.calls["seer"] < len(needed) // 2:
+            assert process.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)  # no cleanup of any kind, mid-episode
+        process.wait()
+        first = [identity(r) for r in fake.requests if r["model"] == "seer"]
+        fake.reset_counts()
+        fake.latency = 0
+
+        out = tmp_path / "out"
+        run_cli("run", [*args, "--out", str(out)])
+        second = [identity(r) for r in fake.requests if r["model"] == "seer"]
+    assert wrong == []
+    repeated = set(first) & set(second)
+    assert len(repeated) <= concurrency  # only calls in flight at the kill are asked again
+    assert len(second) == len(set(second))  # and nothing twice within the resumed run
+    assert set(first) | set(second) == needed
+    assert any(step > 0 for step in pl.read_csv(out / "steps.csv")["step"])
+    assert pl.read_csv(out / "steps.csv").equals(pl.read_csv(reference / "steps.csv"))
+    assert pl.read_csv(out / "samples.csv").equals(pl.read_csv(reference / "samples.csv"))
+
+
+def test_offline_the_corpus_and_the_wheel_are_named_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    corpus, wheel = make_corpus(tmp_path, per_dataset=1)
+    common = ["--suite", "proactivebench-mllm", "--eval-model", "openai/m",
+              "--eval-api-base", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "s")]
+    assert run_cli("run", [*common, "--package", str(wheel)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "give --corpus DIR" in err and len(err.splitlines()) == 1, err
+
+    monkeypatch.setattr("proactflow.suites.proactivebench_mllm.upstream._pip_download",
+                        lambda folder: (_ for _ in ()).throw(
+                            UserError("cannot download proactivebench==0.1.1 with pip (no "
+                                      "network)")))
+    assert run_cli("run", [*common, "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--package FILE" in err and len(err.splitlines()) == 1, err
+
+
+def test_a_sweep_names_the_suite_and_its_options(tmp_path, capsys):
+    corpus, wheel = make_corpus(tmp_path, per_dataset=4)
+    with FakeOpenAI({"first": lambda r: Reply(content="A"),
+                     "second": lambda r: Reply(content="(A)")}) as fake:
+        out = tmp_path / "nightly"
+        config = tmp_path / "sweep.toml"
+        config.write_text(f"""
+suite = "proactivebench-mllm"
+store = "{tmp_path / 'store'}"
+out = "{out}"
+corpus = "{corpus}"
+processes = 1
+min_coverage = 0.5                    # IN-C entry 1 crashes the package: not scored
+
+[options]
+datasets = "ROD,IN-C"
+package = "{wheel}"
+
+[[models]]
+model = "openai/first"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/second"
+api_base = "{fake.url}"
+""")
+        assert run_cli("sweep", ["--config", str(config)]) == 0
+    board = pl.read_csv(out / "leaderboard.csv")
+    pooled = {r["model"]: r for r in board.filter(pl.col("dataset") == "all").iter_rows(
+        named=True)}
+    assert set(pooled) == {"openai/first", "openai/second"}
+    assert pooled["openai/second"]["acc"] == 0.0  # "(A)" is unreadable: every episode ends
+    assert set(board["dataset"]) == {"ROD", "IN-C", "all"}
+    summary = (out / "sweep.md").read_text()
+    assert "openai/first" in summary and "openai/second" in summary
+    assert (out / "openai_first__deterministic" / "metrics.csv").exists()
+    assert "ProactiveBench (multimodal)" in (out / "report.html").read_text()
+    # `proactflow report` has the suite's section, one row per evaluation and dataset.
+    assert run_cli("report", ["--store", str(tmp_path / "store"),
+                              "--out", str(tmp_path / "report")]) == 0
+    assert "ProactiveBench (multimodal)" in (tmp_path / "report" / "report.html").read_text()
+    section = pl.read_csv(tmp_path / "report" / "proactivebench_mllm_leaderboard.csv")
+    assert section.filter(pl.col("dataset") == "all").height == 2
