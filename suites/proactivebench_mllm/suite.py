@@ -64,8 +64,9 @@ class ProactiveBenchMllm(Suite):
         # samples row (the same corpus moved must keep its keys).
         self._folders: dict[str, Path] = {}
         self._upstream: dict[tuple[str, str | None], upstream.Upstream] = {}
-        # The hash of the image a request just sent, for its step row (no second encoding).
-        self._sent: dict[tuple[Any, ...], str] = {}
+        # The hash of the image a request just sent, by its key, for its step row (no second
+        # encoding).
+        self._sent: dict[str, str] = {}
 
     # The data.
 
@@ -192,10 +193,11 @@ class ProactiveBenchMllm(Suite):
         if view.problem is not None:
             return None  # its step row says why
         assert view.image is not None and view.prompt is not None
-        self._sent[(sample["dataset"], sample["sample_id"], sample_index, len(steps))] = \
-            view.image.sha256
-        return ChatRequest.build(role, [("user", (view.image, view.prompt))],
-                                 sample_index=sample_index)
+        request = ChatRequest.build(role, [("user", (view.image, view.prompt))],
+                                    sample_index=sample_index)
+        # By the request's key: evaluations of other models or variants run at once in a sweep.
+        self._sent[request.key] = view.image.sha256
+        return request
 
     def step_row(self, sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,
                  role: ModelRole, sample_index: int) -> StepRow:
@@ -203,8 +205,7 @@ class ProactiveBenchMllm(Suite):
         state = replayed(entry, sample, steps)
         folder = self._folder(sample)
         view = shown(folder, entry, sample, state, with_image=False)
-        sent = self._sent.pop((sample["dataset"], sample["sample_id"], sample_index,
-                               len(steps)), None)
+        sent = self._sent.pop(outcome.request_key, None) if outcome is not None else None
         if sent is None and outcome is not None and view.problem is None:
             image = shown(folder, entry, sample, state).image  # a request built elsewhere
             sent = image.sha256 if image is not None else None
