@@ -131,14 +131,15 @@ def read_dataset(folder: Path | str, data: Dataset,
             entry = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise CorpusError(str(path), number, f"is not JSON ({exc.msg})") from None
-        sample = parse_entry(entry, data, str(path), number)
-        # The loader skips a sample whose `strong_occlusions` equals False, by ==, so 0 too
-        # (data_utils.py:22-44).
-        if "strong_occlusions" in entry and entry["strong_occlusions"] == False:  # noqa: E712
-            continue
-        if wanted is not None and sample.sample_id not in wanted:
-            continue
-        samples.append(sample)
+        # The loader selects before it reads anything else (data_utils.py:22-44): an entry it
+        # skips is never checked, so neither is it here. A `strong_occlusions` equal to False,
+        # by ==, so 0 too, is skipped.
+        if isinstance(entry, dict):
+            if "strong_occlusions" in entry and entry["strong_occlusions"] == False:  # noqa: E712
+                continue
+            if wanted is not None and entry.get("id") not in wanted:
+                continue
+        samples.append(parse_entry(entry, data, str(path), number))
     return samples
 
 
