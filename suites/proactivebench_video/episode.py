@@ -91,7 +91,8 @@ def step_request(sample: dict[str, Any], earlier: list[Step], role: ModelRole,
         frames = frame_sets.get(sample, prompts.context, settings)
     except VideoDecodeError:
         return None
-    outputs = [row["response"] or "" for _, row in earlier]
+    outputs = [row["response"] if row["response"] is not None else settings.silence_marker
+               for _, row in earlier]  # a step without an answer stays in the chat as silence
     chat = chat_turns(sample_of(sample), len(earlier), outputs, settings)
     messages: list[tuple[str, Any]] = [("system", prompts[SYSTEM].text)]
     messages += [("user", _content(turn, frames)) if isinstance(turn, StepTurn)

@@ -26,10 +26,11 @@ from .tables import TurnRow
 def _plans(sample: dict[str, Any], steps: list[dict[str, Any]],
            settings: StreamingSettings) -> list[list[JudgeRequest]] | None:
     """Each gold turn's judge plan, or None when the episode did not run to its end."""
-    if len(steps) < sample["steps"] or any(step["status"] != "ok" for step in steps):
+    if len(steps) < sample["steps"] or any(step["status"] == "error" for step in steps):
         return None
     video = sample_of(sample)
-    said = replies([step["response"] for step in steps], settings)
+    said = replies([step["response"] if step["status"] == "ok" else settings.silence_marker
+                    for step in steps], settings)  # a reply that is not an answer: none
     return [judge_plan(video.question, turn.content, said, turn.reply_start, turn.reply_end)
             for turn in video.answers]
 
@@ -46,7 +47,7 @@ def judge_requests(sample: dict[str, Any], steps: list[dict[str, Any]], role: Mo
 
 
 def _failure(steps: list[dict[str, Any]]) -> tuple[str, str]:
-    failed = next((step for step in steps if step["status"] != "ok"), None)
+    failed = next((step for step in steps if step["status"] == "error"), None)
     if failed is None:
         return "generation_error", "the episode ended before its last step"
     if failed["status"] == "error" and failed["request_key"] is None:

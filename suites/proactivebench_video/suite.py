@@ -160,7 +160,10 @@ class ProactiveBenchVideo(Suite):
         return sample["steps"]
 
     def another_step(self, sample: dict[str, Any], earlier: list[Step]) -> bool:
-        return earlier[-1][1]["status"] == "ok" and len(earlier) < sample["steps"]
+        # A failed call ends the episode (the next run asks it again); a reply that is not an
+        # answer (empty, cut off, refused) is the model's, counted on its step, and playback
+        # goes on with that step silent, as a model saying nothing would.
+        return earlier[-1][1]["status"] != "error" and len(earlier) < sample["steps"]
 
     def generation_request(self, sample: dict[str, Any], earlier: list[Step],
                            role: ModelRole, prompts: Prompts, sample_index: int
