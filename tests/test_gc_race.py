@@ -37,7 +37,7 @@ def test_an_artifact_a_run_reuses_after_the_plan_is_kept(tmp_path):
 
 
 @pytest.mark.usefixtures("prefect_server")
-@pytest.mark.parametrize("stage", ["triggers", "judgments", "phase_scores"])
+@pytest.mark.parametrize("stage", ["triggers", "responses", "judgments", "phase_scores"])
 def test_a_run_whose_reused_artifact_gc_removed_computes_it_again(
         fake, store, monkeypatch, stage):
     args = cli_args(fake, store, extra=("--limit", "2"))

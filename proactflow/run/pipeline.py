@@ -224,7 +224,8 @@ def responses_ready(suite: Suite, settings: RunSettings, store: ArtifactStore,
     if settings.refreshes("responses"):
         return None
     found = store.get(responses_spec(suite, settings, samples_artifact.key, prompts))
-    return found if found is not None and found.complete else None
+    # Gone since it was listed (gc): the responses stage computes it again from the call cache.
+    return found if found is not None and found.complete and found.still_stored() else None
 
 
 def _without_fingerprint(material: dict[str, Any]) -> dict[str, Any]:
@@ -279,7 +280,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
         if found is not None and reused is not None:
             return found, _report(spec, True, True, started, reused.height)
         source = responses_in.frame()
-        total = source.height
+        total = None if suite.judges_episodes else source.height  # turns, not steps
     else:
         source, total = responses_in, _rows_expected(suite, samples.height * settings.samples)
     judge = settings.judge
