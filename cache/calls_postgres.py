@@ -107,8 +107,15 @@ class PostgresCallStore:
 
     async def store_and_release(self, request_key: str, record: dict[str, Any], *,
                                 replace: bool = False) -> dict[str, Any]:
+        # Shielded: a paid answer is stored even when its caller is cancelled meanwhile (a pool
+        # aborted by a sibling's error, Ctrl-C), so the next run does not pay again; the lease
+        # is given back once the answer is in, never before.
+        stored = asyncio.ensure_future(self.put(request_key, record, replace=replace))
         try:
-            return await self.put(request_key, record, replace=replace)
+            return await asyncio.shield(stored)
+        except asyncio.CancelledError:
+            await asyncio.wait([stored])
+            raise
         finally:
             await self.release(request_key)
 
