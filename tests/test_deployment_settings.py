@@ -94,6 +94,8 @@ def test_a_worker_gets_the_database_url_with_its_user_name(tmp_path, monkeypatch
         "judges": [{"model": "gpt-5.4"}], "models": [{"model": "gpt-4o-mini"}]})
     sent = worker_parameters(config.runs()[0])["settings"]
     assert RunSettings.model_validate(sent).database == url  # what the worker's run uses
+    with pytest.raises(Exception, match="must not hold a password"):  # nor an SSL key's
+        RunSettings.model_validate({**sent, "database": url + "?sslpassword=pw"})
     with pytest.raises(Exception, match="must not hold a password: give it in PGPASSWORD"):
         RunSettings.model_validate({**sent, "database": url.replace("proactflow@",
                                                                     "proactflow:pw@")})

@@ -3,8 +3,9 @@ and the rate limits (`--database`, the sweep file's `database`, or PROACTFLOW_DA
 
 The URL names user, host, port and database; the password comes only from libpq's conventions
 (PGPASSWORD, ~/.pgpass), which asyncpg honours, so the URL is never a secret worth stealing and
-one that holds a password is refused. It is still shown redacted (user name and query values
-masked), like an endpoint URL.
+one that holds a password (or a query parameter naming one, such as `sslpassword`) is refused.
+Run records and Prefect's parameters hold it as given, user name included (a deployment's
+worker connects with it); the console and logs show it redacted, like an endpoint URL.
 
 A process has one `Database` per URL and event loop, shared by its call stores and pacers: a
 small pool for reads, writes and rate-limit bookings, and one dedicated connection holding every
@@ -55,7 +56,7 @@ def check_database_url(url: str) -> str:
     if parts.scheme not in ("postgresql", "postgres"):
         raise UserError(f"the database must be a postgresql://user@host:port/db URL, got "
                         f"{redact_url(url)!r}")
-    if parts.password is not None or any(name.lower() == "password"
+    if parts.password is not None or any("password" in name.lower()  # sslpassword too
                                          for name, _ in parse_qsl(parts.query)):
         raise UserError("the database URL must not hold a password: give it in PGPASSWORD or "
                         "~/.pgpass (libpq's conventions) instead")
