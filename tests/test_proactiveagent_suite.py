@@ -191,15 +191,21 @@ def calibration_verdict(last: str, task: str | None) -> bool:
 def calibration_judge(request: dict) -> Reply:
     """Accepts a proposal when the last observation mentions an error, accepts a null when it
     mentions music; answers prose on train timetables, "Accepted" (capitalised) on the
-    translator, and its verdict in a ```json fence after prose on the calendar."""
+    translator, and its verdict in a ```json fence after prose on the calendar; nothing on the
+    news site, and a reply cut off at the token limit after its verdict on the print
+    statement."""
     user = json.loads(request["messages"][1]["content"])
     last = user["Observations (Time Ascending)"][-1]["event"]
     if "timetables" in last:
         return Reply(content="Let me think about it.")
+    if "news site" in last:
+        return Reply(content="")
     word = "accepted" if calibration_verdict(last, user["Proposed Task"]) else "rejected"
     if "translator" in last:
         word = word.capitalize()
     body = json.dumps({"thought": "t", "judgement": word})
+    if "print statement" in last:
+        return Reply(content=body + ', "more": "cut', finish_reason="length")
     return Reply(content=f"Here it is:\n```json\n{body}\n```" if "calendar" in last else body)
 
 
@@ -215,7 +221,7 @@ def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_t
                 "--min-coverage", "0"]
         assert run_cli("calibrate", argv) == 0
         # Upstream's scoring script asks once: a reply without a verdict has none, and is
-        # kept (never asked again).
+        # kept (never asked again), an empty or cut-off one too.
         assert dict(fake.calls) == {"candidate": len(rows)}, dict(fake.calls)
         fake.reset_counts()
         assert run_cli("calibrate", argv) == 0
@@ -227,10 +233,11 @@ def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_t
     verdicts = []
     for row in rows:
         last = row["obs"][-1]["event"]
-        verdict = None if "timetables" in last or "translator" in last else \
+        verdict = None if any(word in last for word in ("timetables", "translator",
+                                                        "news site")) else \
             calibration_verdict(last, row["pred_task"])
         verdicts.append((row["category"], row["valid"], verdict))
-    assert sum(v is None for _, _, v in verdicts) == 2
+    assert sum(v is None for _, _, v in verdicts) == 3
     assert any("calendar" in row["obs"][-1]["event"] for row in rows)
     tp = sum(bool(v) and valid for _, valid, v in verdicts)
     fp = sum(bool(v) and not valid for _, valid, v in verdicts)
@@ -243,7 +250,7 @@ def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_t
     assert float(overall["precision"]) == pytest.approx(tp / (tp + fp))
     assert float(overall["recall"]) == pytest.approx(tp / (tp + fn))
     assert float(overall["f1"]) == pytest.approx(2 * tp / (2 * tp + fp + fn))
-    assert (int(overall["no_verdict"]), int(overall["judge_errors"])) == (2, 0)
+    assert (int(overall["no_verdict"]), int(overall["judge_errors"])) == (3, 0)
     for category in {c for c, _, _ in verdicts}:
         mine = [(valid, v) for c, valid, v in verdicts if c == category]
         agree = sum(v is not None and v == valid for valid, v in mine) / len(mine)

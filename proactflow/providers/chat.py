@@ -72,6 +72,9 @@ class RetryPlan:
     ask_again_when_truncated: bool = False
     """A reply cut off at the token limit is asked again like an unusable one (a client that
     raises on it, as some benchmarks' do), instead of ending the call."""
+    keep_non_answers: bool = False
+    """A reply that is not an answer (empty, cut off, refused) is the call's outcome, cached
+    like an answer, for a benchmark whose script reads whatever came back, once."""
 
     def request_for(self, request: "ChatRequest", attempt: int) -> "ChatRequest":
         if attempt < self.later_from or not self.later_params:

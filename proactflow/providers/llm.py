@@ -166,7 +166,10 @@ class ChatClient:
             if outcome.status == "error":
                 self.stats.failures += 1
                 return outcome, False
-            if accept is None:  # the model under test: a non-answer is its answer, cached
+            if accept is None or (not outcome.ok and plan is not None
+                                  and plan.keep_non_answers):
+                # The model under test, or a judge read as its benchmark reads it: a
+                # non-answer is its answer, cached.
                 self.stats.not_answers += not outcome.ok
                 self._count_kept(outcome)
                 return await self._store(request, outcome, accept)

@@ -14,6 +14,7 @@ calls, and the same judge again costs nothing.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...cache.keys import text_sha256
-from ...providers.chat import ChatOutcome, ChatRequest
+from ...providers.chat import ChatOutcome, ChatRequest, RetryPlan
 from ...common.errors import UserError
 from ...schemas.arrow import arrow_schema, frame_of, to_frame
 from ...config.settings import ModelRole, RunSettings
@@ -193,7 +194,10 @@ class JudgeCalibration(Suite):
     def judgment_request(self, sample: dict[str, Any], response: dict[str, Any],
                          role: ModelRole | None, prompts: Prompts, settings: RunSettings
                          ) -> ChatRequest | None:
-        return _RUN.judgment_request(sample, response, role, prompts, settings)
+        request = _RUN.judgment_request(sample, response, role, prompts, settings)
+        # Upstream's scoring script calls once and reads whatever came back: no second try.
+        return None if request is None else replace(
+            request, retry=RetryPlan(attempts=1, keep_non_answers=True))
 
     def accept_judge_reply(self, text: str) -> bool | None:
         """Never refuses a reply: one without a verdict is not asked again upstream."""
@@ -203,14 +207,18 @@ class JudgeCalibration(Suite):
                      outcome: ChatOutcome | None, role: ModelRole | None,
                      prompts: Prompts) -> CalibrationVerdict:
         assert outcome is not None and role is not None, "every proposal is judged"
-        accepted = outcome.parsed if outcome.ok else None
-        status = "judge_error" if not outcome.ok else "scored" if accepted is not None \
+        # A reply, even an empty or cut-off one, is read as upstream reads it; only a call
+        # that failed (no reply at all) is a judge_error.
+        answered = outcome.status != "error"
+        accepted = (outcome.parsed if outcome.ok else read_calibration_verdict(
+            outcome.content or "")) if answered else None
+        status = "judge_error" if not answered else "scored" if accepted is not None \
             else "no_verdict"
         return CalibrationVerdict(
             index=sample["index"], sample_index=response["sample_index"], model=LABELLED,
             judge=role.model, category=sample["category"], valid=sample["valid"],
             status=status, accepted=accepted, thought=_thought(outcome.content or ""),
-            message=outcome.error if not outcome.ok else None if accepted is not None else
+            message=outcome.error if not answered else None if accepted is not None else
             "no verdict: the reply holds no \"judgement\" of accepted or rejected as upstream's "
             "scoring script reads it", prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
