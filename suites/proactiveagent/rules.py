@@ -47,7 +47,9 @@ def judged_proposal(response: dict[str, Any]) -> Any:
 
 
 def judge_retry(role: ModelRole) -> RetryPlan:
-    """Upstream's judge: up to 10 tries while a reply has no verdict to read, at 0.5 from the
-    third when it asks at 0 (a judge set to another temperature keeps it)."""
+    """Upstream's judge: up to 10 tries while a reply has no verdict to read (a reply cut off
+    at the token limit has none: its json5 parse fails, and upstream asks again), at 0.5 from
+    the third when it asks at 0 (a judge set to another temperature keeps it)."""
     later = (("temperature", 0.5),) if role.generation.temperature == 0.0 else ()
-    return RetryPlan(attempts=JUDGE_ATTEMPTS, later_params=later, later_from=2)
+    return RetryPlan(attempts=JUDGE_ATTEMPTS, later_params=later, later_from=2,
+                     ask_again_when_truncated=True)

@@ -24,7 +24,8 @@ from .tables import SplitScoreRow
 
 FAILED_EVENT_STATUSES = ("generation_error", "invalid_reply", "empty_response",
                          "truncated_response", "blocked_response")
-"""Verdict statuses of an event whose every attempt failed (upstream: no prediction made)."""
+"""Verdict statuses of an event whose every attempt failed (upstream keeps the test file's
+`candidate_task` object as its prediction and judges it: see the upstream view)."""
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
@@ -75,9 +76,10 @@ def score_splits(judgments: pl.DataFrame) -> pl.DataFrame:
             failed_rejected = failed.filter(pl.col("accepted") == False).height  # noqa: E712
         else:
             failed_accepted = failed_rejected = 0
+        missing = int((status == "not_imported").sum())  # the model was never asked them
         rows.append(SplitScoreRow(
             model=model, judge=judge, judge_prompt_sha256=prompt, split=split,
-            events=group.height, scored=counts.total,
+            events=group.height - missing, scored=counts.total, not_imported=missing,
             failed_events=int(status.is_in(FAILED_EVENT_STATUSES).sum()),
             failed_events_accepted=failed_accepted, failed_events_rejected=failed_rejected,
             true_positive=counts.true_positive,
@@ -85,7 +87,8 @@ def score_splits(judgments: pl.DataFrame) -> pl.DataFrame:
             false_negative=counts.false_negative, recall=float(metrics["Recall"]),
             precision=float(metrics["Precision"]), accuracy=float(metrics["Accuracy"]),
             false_alarm=float(metrics["False-Alarm"]), f1=float(metrics["F1-Score"]),
-            accept_rate=float(metrics["Accept Rate"]), not_scored=group.height - counts.total,
+            accept_rate=float(metrics["Accept Rate"]),
+            not_scored=group.height - missing - counts.total,
             generation_errors=int((status == "generation_error").sum()),
             invalid_replies=int((status == "invalid_reply").sum()),
             judge_errors=int((status == "judge_error").sum()),
