@@ -221,6 +221,17 @@ def test_published_traces_imported_and_rejudged_give_upstreams_counts(shared_dat
             "--prompt", f"agent_instruction={real / 'agent_step_instruction.txt'}",
             "--store", str(store), "--out", str(tmp_path / "out"), "--min-coverage", "0"]) == 0
         assert fake.calls["reward"] == 227  # the 6 events without a prediction: no call
+        sent = [json.loads(r["messages"][1]["content"])["Observations (Time Ascending)"]
+                for r in fake.requests]
+
+    # Each prediction is judged on its own trace file's history, as upstream judged it (not on
+    # the pinned test data's text, which differs for 46 events and every event after them).
+    histories = set()
+    for path in folder.glob("*.json"):
+        events = json.loads(path.read_text(encoding="utf-8"))
+        histories.update(json.dumps([e["observation"] for e in events[:i + 1]])
+                         for i in range(len(events)))
+    assert all(json.dumps(observations) in histories for observations in sent)
 
     # By hand, upstream's rules on the published files: [] is a single null, the test file's
     # object {"candidate_task": [...]} is judged as "candidate_task", each prediction counted.
@@ -229,8 +240,9 @@ def test_published_traces_imported_and_rejudged_give_upstreams_counts(shared_dat
     for split, config in splits.items():
         tp = fp = tn = fn = total = 0
         for name in config["files"]:
-            total += len(json.loads((test_data / name).read_text(encoding="utf-8")))
-            for event in json.loads((folder / name).read_text(encoding="utf-8")):
+            published_events = json.loads((folder / name).read_text(encoding="utf-8"))
+            total += len(published_events)  # upstream counts the events its files hold
+            for event in published_events:
                 predictions = event["agent_response"] or [None]
                 for prediction in predictions:  # iterating a dict gives its keys
                     verdict = judged(prediction)
@@ -242,7 +254,8 @@ def test_published_traces_imported_and_rejudged_give_upstreams_counts(shared_dat
             assert float(rows[split][column]) == pytest.approx(value, abs=1e-12), (split, column)
     average = next(r for r in read_csv(tmp_path / "out" / "split_scores.csv")
                    if r["split"] == "real_average")
-    assert (average["events"], average["failed_events"]) == ("233", "21")
+    assert (average["events"], average["failed_events"], average["not_imported"]) == \
+        ("227", "21", "6")
     assert int(average["scored"]) == 227 - 21
     # As many proposals as the published results count (their counts solve to TP + FP = 205:
     # 184 proposed tasks and the 21 failed events).
@@ -327,10 +340,11 @@ def test_hand_made_published_traces_imported_and_rejudged(tmp_path, capsys, monk
         None, False]))
     # By hand: coding_a: null accepted (TN), "Fix the test" accepted (TP), "candidate_task"
     # accepted (TP), "null" (a proposal) rejected (FP). writing_b: the object rejected (FP),
-    # "Translate it" accepted (TP), null accepted (TN), false rejected (FP). reading_c: none.
+    # "Translate it" accepted (TP), null accepted (TN), false rejected (FP). reading_c: none,
+    # and no published file: upstream's Total Events counts the events its files hold.
     expected = {"demo_coding": upstream_metrics(2, 1, 1, 0, 4),
-                "demo_writing": upstream_metrics(1, 2, 1, 0, 8),
-                "demo_all": upstream_metrics(3, 3, 2, 0, 12)}
+                "demo_writing": upstream_metrics(1, 2, 1, 0, 4),
+                "demo_all": upstream_metrics(3, 3, 2, 0, 8)}
     rows = {row["Category"]: row for row in read_csv(tmp_path / "out" / "metrics.csv")}
     for split, values in expected.items():
         for column, value in values.items():

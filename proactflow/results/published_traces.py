@@ -157,7 +157,11 @@ def import_traces(folder: Path, store: ArtifactStore, *, corpus: str | None = No
                                      "other_infomation": found.get("other_infomation")},
                                     ensure_ascii=False),
                 proposed_task=proposal_text(task),
-                proposal_json=None if task is None else json.dumps(task, ensure_ascii=False)))
+                proposal_json=None if task is None else json.dumps(task, ensure_ascii=False),
+                # Upstream's judge saw this trace file's own history, not the test data's.
+                judge_observations_json=json.dumps(
+                    [e["observation"] for e in trace_events[:pairs[event["event_index"]] + 1]],
+                    ensure_ascii=False)))
     # Upstream's agent prompts made the traces: their pinned hashes key them, as in a run.
     prompts = Prompts({AGENT_SYSTEM: Prompt("", upstream.PROMPT_SHA256["agent_system"],
                                             "published traces"),

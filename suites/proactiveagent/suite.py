@@ -58,7 +58,7 @@ class ProactiveAgent(Suite):
     stages = StageNames(samples="proactiveagent_events", responses="proactiveagent_responses",
                         judgments="proactiveagent_verdicts", scores="proactiveagent_metrics",
                         versions={"proactiveagent_responses": 2, "proactiveagent_verdicts": 2,
-                                  "proactiveagent_metrics": 2})
+                                  "proactiveagent_metrics": 3})
     tables = Tables(samples=EventRow, responses=AgentResponseRow, judgments=VerdictRow,
                     scores=SplitScoreRow)
     error_statuses = ("error", "invalid_reply", "generation_error", "judge_error")
@@ -226,9 +226,11 @@ class ProactiveAgent(Suite):
                          ) -> ChatRequest | None:
         if role is None or response["status"] == "not_imported":
             return None
+        # An imported published trace is judged on its own history, as upstream judged it.
+        observations = response.get("judge_observations_json") or sample["observations_json"]
         messages = protocol.judge_messages(
             prompts[JUDGE_SYSTEM].text, prompts[JUDGE_INSTRUCTION].text,
-            json.loads(sample["observations_json"]), judged_proposal(response))
+            json.loads(observations), judged_proposal(response))
         return ChatRequest.build(role, messages, sample_index=response["sample_index"],
                                  retry=judge_retry(role))
 

@@ -59,6 +59,12 @@ class AgentResponseRow(BaseModel):
         description="The 'Proactive Task' as JSON text, exactly the value the judge is shown "
                     "(a string, or false, a list, a number, which upstream passes on as they "
                     "are); None when the reply proposes none, or for a failed event.")
+    judge_observations_json: str | None = Field(
+        default=None,
+        description="Imported published traces only: the observations 0..i of the published "
+                    "trace file, as upstream's judge script sent them with this prediction "
+                    "(earlier versions of the traces: their text may differ from the pinned "
+                    "test data's); None: the test data's observations.")
     history_text: str | None = Field(
         description="The reply as it becomes the assistant turn of later events (upstream's "
                     "json.dumps of the parsed object); None for a failed event.")
@@ -125,7 +131,9 @@ class SplitScoreRow(BaseModel):
     judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
     split: str = Field(description="The split of splits.json (upstream's Category).")
     events: int = Field(description="Event rows pooled in the split (every sample): "
-                                    "upstream's Total Events.")
+                                    "upstream's Total Events. An imported model's events "
+                                    "without a published prediction are not among them "
+                                    "(not_imported).")
     scored: int = Field(description="Events with a verdict: true + false positives/negatives.")
     failed_events: int = Field(
         default=0, description="Events whose every attempt failed (generation errors, invalid "
@@ -151,6 +159,9 @@ class SplitScoreRow(BaseModel):
     invalid_replies: int = Field(description="The agent's reply was not the protocol's JSON.")
     judge_errors: int = Field(description="The judge's call failed or its reply was invalid.")
     non_answers: int = Field(description="The agent's reply was empty, truncated or blocked.")
+    not_imported: int = Field(
+        default=0, description="An imported model's events that its published traces lack "
+                               "(newer than them): never judged, in no other count.")
     f1_ci_low: float | None = Field(
         description="2.5th percentile of F1 over 1,000 resamplings of the split's traces (seed "
                     "0): events of one trace are not independent.")
