@@ -322,3 +322,26 @@ def test_a_video_is_hashed_once_per_file_version(corpus, tmp_path, monkeypatch):
     write_video(videos[1], shape_from(1, RED), 3)  # a new version of the file
     again = hashes.VideoHashes().of(videos, tmp_path)
     assert read[2:] == ["late.mp4"] and again[1] != first[1]
+
+
+def test_a_reply_that_is_not_an_answer_is_counted_and_playback_goes_on(corpus, tmp_path):
+    """An empty reply at the first red second (4 s) is the model's, on its step; the video plays
+    on, the later reply (5 s) is judged, and the turn is scored from it: window [3, 6], score 3
+    at 5 s."""
+    def hesitant(request: dict) -> Reply:
+        answered = sum(message["role"] == "assistant" for message in request["messages"])
+        if newest_colour(request) == "red" and answered == 3:
+            return Reply(content="")
+        return watcher(request)
+
+    with FakeOpenAI({"watcher": hesitant, "grader": grader}) as fake:
+        out = tmp_path / "out"
+        assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "WEB",
+                               "--limit", "1", "--out", str(out)]) == 0
+        assert fake.calls["watcher"] == 6  # every second played
+    steps = pl.read_csv(out / "steps.csv")
+    assert steps["status"].to_list() == ["ok", "ok", "ok", "empty", "ok", "ok"]
+    turns = pl.read_csv(out / "turns.csv")
+    assert turns["status"].to_list() == ["scored"]
+    assert turns.select("pauc_0", "pauc_0.5", "pauc_1").row(0) == pytest.approx(
+        (3 / 6, 4.5 / 6, 1.0))
