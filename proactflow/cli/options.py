@@ -12,6 +12,7 @@ from ..config.effective import safety_settings_off
 from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource,
                                ModelRole, RunSettings, RuntimeOptions, default_store,
                                role_generation)
+from .suite_options import parts_from_args, suite_options_from_args
 
 EXIT_LOW_COVERAGE = 1
 EXIT_USER_ERROR = 2
@@ -260,19 +261,6 @@ def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_S
                      deviations=deviations, revision=getattr(args, f"{prefix}_revision", None))
 
 
-def parts_from_args(args: argparse.Namespace, suite: Any) -> tuple[str, ...] | None:
-    """--parts, for a suite with parts only (the video ProactiveBench)."""
-    value = getattr(args, "parts", None)
-    if value is None:
-        return None
-    if not suite.takes_parts:
-        raise UserError(f"--parts is the video ProactiveBench's (--suite proactivebench-video); "
-                        f"{suite.name} has none")
-    from ..suites.proactivebench_video.annotations import parse_parts
-
-    return parse_parts(value)
-
-
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
     from ..suites import get_suite
 
@@ -310,19 +298,3 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         refresh=args.refresh,
         min_coverage=args.min_coverage,
     )
-
-
-SUITE_OPTIONS = {"datasets": "--datasets", "mode": "--mode", "hint": "--hint",
-                 "reference": "--reference", "package": "--package"}
-"""A suite's own options: their RunSettings.suite_options name and their flag."""
-
-
-def suite_options_from_args(args: argparse.Namespace, suite) -> dict[str, str | bool]:
-    """The suite options given on the command line; one the suite does not take is a one-line
-    UserError (silently ignoring it would run another evaluation than the one asked for)."""
-    given = {name: getattr(args, name) for name in SUITE_OPTIONS
-             if getattr(args, name, None) not in (None, False)}
-    refused = [SUITE_OPTIONS[name] for name in given if name not in suite.option_names]
-    if refused:
-        raise UserError(f"{', '.join(refused)}: not an option of the {suite.name} suite")
-    return given
