@@ -72,3 +72,17 @@ def test_a_failed_extraction_leaves_nothing(hub, tmp_path):
     root = tmp_path / "cache" / "proactivebench-mllm" / COMMIT
     assert [path.name for path in root.iterdir()] == []
     assert not Path(root / ".extracted" / "QD").exists()
+
+
+def test_a_corpus_folder_gets_a_new_revision_when_an_image_is_replaced(tmp_path):
+    """Stored results are not reused for a corpus whose images changed; a corpus moved to
+    another folder keeps its revision."""
+    generate_corpus(tmp_path / "corpus", per_dataset=2)
+    datasets = (BY_SHORT["ROD"],)
+    before = source.folder_revision(tmp_path / "corpus", datasets)
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "corpus").rename(moved)
+    assert source.folder_revision(moved, datasets) == before
+    image = next(path for path in (moved / "ROD").rglob("*") if path.is_file())
+    image.write_bytes(image.read_bytes() + b"\0")  # another image, another size
+    assert source.folder_revision(moved, datasets) != before

@@ -25,9 +25,16 @@ _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".zip")
 
 
 def folder_revision(folder: Path, datasets: tuple[Dataset, ...]) -> str:
-    """sha256 over the chosen datasets' entry files. The images are not hashed (tens of GB):
-    each step's image hash enters its call's key, so a changed image is asked again anyway."""
+    """sha256 over the chosen datasets' entry files, and the path and size of every other file
+    of the folder: the images are not read (tens of GB), but one replaced by another of a
+    different size gives the corpus a new revision, so stored results are not reused for it
+    (the same path and size after a change in place is not seen: give such a corpus a new
+    folder). Paths are relative: the same corpus moved keeps its revision."""
     digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.suffix != ".jsonl":
+            relative = path.relative_to(folder).as_posix()
+            digest.update(f"{relative}\0{path.stat().st_size}\0".encode())
     for data in datasets:
         path = folder / data.file_name
         try:
