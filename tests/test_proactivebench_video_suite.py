@@ -345,3 +345,18 @@ def test_a_reply_that_is_not_an_answer_is_counted_and_playback_goes_on(corpus, t
     assert turns["status"].to_list() == ["scored"]
     assert turns.select("pauc_0", "pauc_0.5", "pauc_1").row(0) == pytest.approx(
         (3 / 6, 4.5 / 6, 1.0))
+
+
+def test_every_video_is_decoded_before_the_first_call(corpus, tmp_path, decodes):
+    """Decoding is the samples stage's, on threads: left to a video's first step, it would
+    hold the event loop (and every call in flight) for the seconds it takes."""
+    decoded_at_first_call: list[int] = []
+
+    def timed(request: dict) -> Reply:
+        if not decoded_at_first_call:
+            decoded_at_first_call.append(len(decodes))
+        return watcher(request)
+
+    with FakeOpenAI({"watcher": timed, "grader": grader}) as fake:
+        assert run_cli("run", args_for(fake, corpus, tmp_path / "store")) == 0
+    assert decoded_at_first_call == [len(decodes)] and len(decodes) == 4  # every video

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -75,6 +77,8 @@ class ProactiveBenchVideo(Suite):
         self.streaming = streaming or StreamingSettings()
         self.frame_sets = FrameSets()
         self.video_hashes = VideoHashes()
+        # Where each located corpus's frames are stored, for build_samples to decode them into.
+        self._frame_contexts: dict[str, FrameContext] = {}
 
     # The data.
 
@@ -103,7 +107,9 @@ class ProactiveBenchVideo(Suite):
             assert path is not None
             found.append((sample, path.relative_to(corpus).as_posix(), sha))
             digest.update(json.dumps([sample.model_dump(mode="json"), sha]).encode())
-        return DataSource(f"sha256:{digest.hexdigest()}", str(corpus), found)
+        revision = f"sha256:{digest.hexdigest()}"
+        self._frame_contexts[revision] = FrameContext(corpus, store.local_dir("frames"))
+        return DataSource(revision, str(corpus), found)
 
     def samples_key_settings(self, settings: RunSettings, source: DataSource) -> dict[str, Any]:
         return {"suite": self.name, "corpus_revision": source.revision,
@@ -122,7 +128,25 @@ class ProactiveBenchVideo(Suite):
             extras_json=sample.extras_json) for sample, file, sha in source.location]
         if not rows:
             raise UserError(f"no samples to evaluate in {source.description}")
+        context = self._frame_contexts.get(source.revision)
+        if context is not None:
+            self._decode_ahead(rows, context)
         return to_frame(rows, VideoSampleRow)
+
+    def _decode_ahead(self, rows: list[VideoSampleRow], context: FrameContext) -> None:
+        """Every video's frames decoded and stored now, with the samples and before any call,
+        on threads (FFmpeg decodes outside the GIL): left to the responses stage, a video's first
+        step would decode it on the event loop, holding every call in flight for seconds. A
+        video that cannot be decoded is left to its step row to report."""
+        videos = {row.video_sha256: row.model_dump() for row in rows}
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            list(pool.map(lambda row: self._frames_or_none(row, context), videos.values()))
+
+    def _frames_or_none(self, row: dict[str, Any], context: FrameContext) -> None:
+        try:
+            self.frame_sets.get(row, context, self.streaming)
+        except VideoDecodeError:
+            pass
 
     def plan_summary(self, samples: pl.DataFrame) -> str:
         """Samples, gold turns, steps (calls per rollout), frames sampled, images sent."""
