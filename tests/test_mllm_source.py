@@ -86,3 +86,20 @@ def test_a_corpus_folder_gets_a_new_revision_when_an_image_is_replaced(tmp_path)
     image = next(path for path in (moved / "ROD").rglob("*") if path.is_file())
     image.write_bytes(image.read_bytes() + b"\0")  # another image, another size
     assert source.folder_revision(moved, datasets) != before
+
+
+def test_datasets_whose_archives_share_a_top_folder_both_stay(hub, tmp_path):
+    """Two datasets extracted one after the other into a shared top folder: the second adds to
+    it, never replaces it."""
+    made, _ = hub
+    files = tmp_path / "hub"
+    for archive_name, short in (("Realistic-Occlusion-Dataset_test.tar.gz", "ROD"),
+                                ("QuickDraw_test.tar", "QD")):
+        with tarfile.open(files / archive_name, "w:gz" if archive_name.endswith("gz") else "w") \
+                as archive:
+            archive.add(made / short, arcname=f"images/{short}")
+    cache = tmp_path / "cache"
+    source.hub_corpus(cache, (BY_SHORT["ROD"],), None)
+    folder, _ = source.hub_corpus(cache, (BY_SHORT["QD"],), None)
+    assert list((folder / "images" / "ROD").rglob("*.png")) and \
+        list((folder / "images" / "QD").rglob("*.png"))

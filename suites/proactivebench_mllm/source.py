@@ -112,10 +112,20 @@ def _extract(root: Path, commit: str, names: list[str]) -> None:
             except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
                 raise UserError(f"cannot extract {name} of {HUB_REPO}@{commit[:12]} ({exc}); "
                                 "give --corpus DIR instead") from None
-        for entry in staging.iterdir():  # each top-level entry appears whole, by rename
-            target = root / entry.name
-            if target.exists():
-                shutil.rmtree(target) if target.is_dir() else target.unlink()
-            entry.rename(target)
+        for entry in staging.iterdir():
+            _move_into(entry, root / entry.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_into(entry: Path, target: Path) -> None:
+    """`entry` renamed to `target`; a folder already there (another dataset's archive may share
+    its top folder) gains entry's contents instead of being replaced."""
+    if entry.is_dir() and target.is_dir():
+        for child in entry.iterdir():
+            _move_into(child, target / child.name)
+        entry.rmdir()
+        return
+    if target.exists():
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    entry.rename(target)
