@@ -213,6 +213,11 @@ class Suite(ABC):
         nothing to judge still gets its row."""
         raise NotImplementedError(f"{self.name} judges episodes but builds no rows for them")
 
+    def episode_judge_calls_at_most(self, sample: dict[str, Any]) -> int:
+        """Episode-judged suites: the most judge calls one episode of this sample can need,
+        for the plan before its replies exist (0: unknown)."""
+        return 0
+
     def episode_ended(self, sample: dict[str, Any], steps: list[dict[str, Any]]) -> bool:
         """Whether these responses rows (in order) are a sample's whole episode."""
         return len(steps) >= self.step_limit(sample) or not self.another_step(

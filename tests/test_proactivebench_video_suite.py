@@ -112,6 +112,10 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
         assert "4 samples, 5 gold turns, 28 steps, 28 frames, 122 images sent" in plan
         # Every step is planned at its own size: the video plays whatever the model says.
         assert "openai/watcher: 28 calls, 0 cached, 28 to make" in plan
+        # The judge: at most one call per step whose reply time (its end) falls in a gold
+        # window: WEB [3, 6] 4, EGO [2, 6] 5 and [4, 8] 5, TV [2, 3.5] 2, VAD [9, 10] 2.
+        assert "openai/grader: 0 calls, 0 cached, 0 to make, and at most 18 more as replies " \
+               "come" in plan
         assert fake.calls["watcher"] == 0
         assert run_cli("run", [*args_for(fake, corpus, store), "--out", str(out)]) == 0
         assert fake.calls["watcher"] == 28
@@ -347,9 +351,14 @@ def test_a_reply_that_is_not_an_answer_is_counted_and_playback_goes_on(corpus, t
         (3 / 6, 4.5 / 6, 1.0))
 
 
-def test_every_video_is_decoded_before_the_first_call(corpus, tmp_path, decodes):
+def test_every_video_is_decoded_before_the_first_call(corpus, tmp_path, decodes, monkeypatch):
     """Decoding is the samples stage's, on threads: left to a video's first step, it would
     hold the event loop (and every call in flight) for the seconds it takes."""
+    from proactflow.suites import get_suite
+    from proactflow.suites.proactivebench_video.episode import FrameSets
+
+    # This process's suite remembers the frame sets of earlier tests' identical videos.
+    monkeypatch.setattr(get_suite("proactivebench-video"), "frame_sets", FrameSets())
     decoded_at_first_call: list[int] = []
 
     def timed(request: dict) -> Reply:

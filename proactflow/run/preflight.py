@@ -100,6 +100,9 @@ class Plan:
     """Estimated prompt tokens of the generation calls still to make."""
     judge_prompt_tokens: int = 0
     """Estimated prompt tokens of the judge calls still to make."""
+    judge_at_most: int = 0
+    """Episode-judged suites: judge calls that episodes not yet answered may need (an upper
+    bound: they depend on the replies)."""
     generation_at_most: int = 0
     """Interactive suites: generation calls their environments may still ask for after an
     episode's first step to make (an upper bound: each environment decides as it goes)."""
@@ -131,7 +134,10 @@ class Plan:
                           if self.generation_at_most else ""))
             generation_to_make += self.generation_at_most
         out.append(f"judging     {settings.judge_name}: {self.judge_calls} calls, "
-                   f"{self.judge_cached} cached, {judge_to_make} to make")
+                   f"{self.judge_cached} cached, {judge_to_make} to make"
+                   + (f", and at most {self.judge_at_most} more as replies come"
+                      if self.judge_at_most else ""))
+        judge_to_make += self.judge_at_most
         if regenerate and generation_to_make:
             out.append(self._estimate("  generation: ", settings.model_under_test,
                                       generation_to_make, self.generation_prompt_tokens))
@@ -259,6 +265,8 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                             rest = limit - walk.steps - 1
                             plan.generation_at_most += rest
                             plan.generation_prompt_tokens += rest * prompt_tokens
+                            plan.judge_at_most += suite.episode_judge_calls_at_most(sample) \
+                                if suite.judges_episodes else 0
                             walk.next_sample()
                             continue
                         outcome = ChatOutcome(key, content=suite.stand_in_reply(sample) or "")
@@ -269,8 +277,10 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                     plan_judge(sample, row, outcome is None or outcome.from_cache)
                 walk.steps += 1
                 if walk.steps >= limit or not suite.another_step(sample, walk.earlier):
-                    if suite.judges_episodes and walk.known:  # unknown replies: unknown calls
+                    if suite.judges_episodes and walk.known:
                         plan_episode(sample, [row for _, row in walk.earlier[-walk.steps:]])
+                    elif suite.judges_episodes:  # replies still to come: at most so many calls
+                        plan.judge_at_most += suite.episode_judge_calls_at_most(sample)
                     walk.next_sample()
     cached_keys: set[str] = set()
     for batch in _batches([request.key for request, cached in judged if cached]):

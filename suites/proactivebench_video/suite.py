@@ -37,7 +37,8 @@ from .hashes import VideoHashes
 from .pauc import omega_column, parse_judge_score
 from .prompts import (DEFAULT_JUDGE_PROMPT, DEFAULT_SYSTEM_PROMPT, JUDGE, SYSTEM, FrameContext,
                       VideoPrompts, read_prompt, text_prompt)
-from .protocol import StreamingSettings, episode_plan, settings_record, step_count
+from .protocol import (StreamingSettings, episode_plan, reply_time, settings_record,
+                       step_count)
 from .scoring import ALL_PARTS, score_parts, write_outputs
 from .tables import PartScoreRow, StepRow, TurnRow, VideoSampleRow
 
@@ -222,6 +223,13 @@ class ProactiveBenchVideo(Suite):
                                role: ModelRole | None, prompts: Prompts,
                                settings: RunSettings) -> list[ChatRequest]:
         return judging.judge_requests(sample, steps, role, prompts, self.streaming)
+
+    def episode_judge_calls_at_most(self, sample: dict[str, Any]) -> int:
+        """One call per step whose reply would fall in a gold turn's window: every reply
+        distinct, none silent."""
+        times = [reply_time(step, self.streaming) for step in range(sample["steps"])]
+        return sum(turn.reply_start <= time <= turn.reply_end
+                   for turn in sample_of(sample).answers for time in times)
 
     def episode_judgment_rows(self, sample: dict[str, Any], steps: list[dict[str, Any]],
                               outcomes: list[ChatOutcome], role: ModelRole | None,
