@@ -8,11 +8,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import polars as pl
@@ -20,7 +15,7 @@ import pytest
 from PIL import Image
 
 from fake_openai import FakeOpenAI, Reply
-from helpers import run_cli
+from helpers import killed_mid_run, request_identity, run_cli
 from tiny_interactive_suite import QUESTION, GuessTheNumber, ReviewedGuesses, bounds_image
 
 from proactflow.providers.content import ImagePart
@@ -118,9 +113,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
     corpus.write_text(json.dumps(many), encoding="utf-8")
     concurrency = 4
 
-    def identity(request: dict) -> str:
-        return json.dumps(request["messages"], sort_keys=True)
-
+    identity = request_identity
     with FakeOpenAI({"seer": bisect}, latency=0.05) as fake:
         args = ["--suite", "tiny-guess", "--corpus", str(corpus), "--eval-model", "openai/seer",
                 "--eval-api-base", fake.url, "--concurrency", str(concurrency)]
@@ -133,19 +126,8 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
         fake.latency = 0.05
 
         args += ["--store", str(tmp_path / "store")]
-        env = dict(os.environ, PREFECT_API_URL=prefect_server)
         runner = RUNNER.format(tests=str(Path(__file__).resolve().parent))
-        process = subprocess.Popen([sys.executable, "-c", runner, "run", *args], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while fake.calls["seer"] < len(needed) // 2:
-            assert process.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        process.send_signal(signal.SIGKILL)  # no cleanup of any kind, mid-episode
-        process.wait()
-        first = [identity(r) for r in fake.requests if r["model"] == "seer"]
-        fake.reset_counts()
+        first = killed_mid_run(fake, "seer", runner, args, prefect_server, len(needed) // 2)
         fake.latency = 0
 
         out = tmp_path / "out"

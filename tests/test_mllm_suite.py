@@ -7,18 +7,13 @@ one-line errors."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from fake_openai import FakeOpenAI, Reply
-from helpers import run_cli
+from helpers import killed_mid_run, request_identity, run_cli
 from mllm_suite_helpers import decoded, expected_mcqa, make_corpus, seeing_model
 
 from proactflow.common.errors import UserError
@@ -204,9 +199,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
     wrong: list[str] = []
     concurrency = 4
 
-    def identity(request: dict) -> str:
-        return json.dumps(request["messages"], sort_keys=True)
-
+    identity = request_identity
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
         args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
                 str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
@@ -218,19 +211,8 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
         fake.latency = 0.05
 
         args += ["--store", str(tmp_path / "store")]
-        env = dict(os.environ, PREFECT_API_URL=prefect_server)
         runner = RUNNER.format(tests=str(Path(__file__).resolve().parent), wheel=str(wheel))
-        process = subprocess.Popen([sys.executable, "-c", runner, "run", *args], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while fake.calls["seer"] < len(needed) // 2:
-            assert process.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        process.send_signal(signal.SIGKILL)  # no cleanup of any kind, mid-episode
-        process.wait()
-        first = [identity(r) for r in fake.requests if r["model"] == "seer"]
-        fake.reset_counts()
+        first = killed_mid_run(fake, "seer", runner, args, prefect_server, len(needed) // 2)
         fake.latency = 0
 
         out = tmp_path / "out"

@@ -10,11 +10,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import polars as pl
@@ -22,7 +17,7 @@ import pytest
 from PIL import Image
 
 from fake_openai import FakeOpenAI, Reply
-from helpers import run_cli
+from helpers import killed_mid_run, request_identity, run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 from video_fixtures import BLUE, GREEN, RED, near, write_corpus, write_video, shape_from
 
@@ -245,24 +240,11 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
                          "reply_timespan": [20, 24]}]} for n in range(4)]
     (corpus / "EGO" / "anno.json").write_text(json.dumps(anno), encoding="utf-8")
 
-    def identity(request: dict) -> str:
-        return json.dumps(request["messages"], sort_keys=True)
-
+    identity = request_identity
     with FakeOpenAI({"watcher": watcher, "grader": grader}, latency=0.05) as fake:
         args = args_for(fake, corpus, tmp_path / "store", "--parts", "EGO",
                         "--concurrency", "2")
-        env = dict(os.environ, PREFECT_API_URL=prefect_server)
-        process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *args], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while fake.calls["watcher"] < 40:  # of 4 x 24 steps
-            assert process.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        first = [identity(r) for r in fake.requests if r["model"] == "watcher"]
-        fake.reset_counts()
+        first = killed_mid_run(fake, "watcher", RUNNER, args, prefect_server, 40)  # of 4 x 24
         fake.latency = 0
         assert run_cli("run", [*args, "--out", str(tmp_path / "out")]) == 0
         second = [identity(r) for r in fake.requests if r["model"] == "watcher"]
