@@ -11,6 +11,7 @@ import csv
 import hashlib
 import json
 import socket
+from pathlib import Path
 from collections import Counter
 
 import pytest
@@ -188,6 +189,28 @@ def judged(proposal: object) -> bool:
     return proposal == "candidate_task" or (isinstance(proposal, str) and len(proposal) % 3 == 0)
 
 
+def reward(request: dict) -> Reply:
+    """The fake reward model of the import tests: `judged` on the proposal it is shown."""
+    proposal = json.loads(request["messages"][1]["content"])["Proposed Task"]
+    return Reply(content=json.dumps(
+        {"thought": "t", "judgement": "accepted" if judged(proposal) else "rejected"}))
+
+
+def rejudge_published(fake: FakeOpenAI, corpus: Path, prompts: Path, model: str, store: Path,
+                      out: Path) -> int:
+    """`rejudge` of a model's imported published traces by the fake reward model, offline:
+    the judge's instruction from the tests' data, the other prompts from `prompts`."""
+    return run_cli("rejudge", [
+        "--suite", "proactiveagent", "--corpus", str(corpus),
+        "--eval-model", model, "--eval-revision", "published-traces",
+        "--judge-model", "openai/reward", "--judge-api-base", fake.url,
+        "--judge-prompt", str(prompts / "reward_system_prompt.txt"),
+        "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
+        "--prompt", f"agent_system={prompts / 'agent_system_prompt.txt'}",
+        "--prompt", f"agent_instruction={prompts / 'agent_step_instruction.txt'}",
+        "--store", str(store), "--out", str(out), "--min-coverage", "0"])
+
+
 def test_published_traces_imported_and_rejudged_give_upstreams_counts(shared_data, tmp_path,
                                                                        capsys):
     real = shared_data.parent / "proactiveagent"
@@ -205,21 +228,9 @@ def test_published_traces_imported_and_rejudged_give_upstreams_counts(shared_dat
            "code_13:19, code_15:0, code_16:0, writing_12:0" in printed
     assert "41 events whose published text differs (imported)" in printed
 
-    def reward(request: dict) -> Reply:
-        proposal = json.loads(request["messages"][1]["content"])["Proposed Task"]
-        return Reply(content=json.dumps(
-            {"thought": "t", "judgement": "accepted" if judged(proposal) else "rejected"}))
-
     with FakeOpenAI({"reward": reward}) as fake:
-        assert run_cli("rejudge", [
-            "--suite", "proactiveagent", "--corpus", str(test_data),
-            "--eval-model", "claude-3-5-sonnet", "--eval-revision", "published-traces",
-            "--judge-model", "openai/reward", "--judge-api-base", fake.url,
-            "--judge-prompt", str(real / "reward_system_prompt.txt"),
-            "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
-            "--prompt", f"agent_system={real / 'agent_system_prompt.txt'}",
-            "--prompt", f"agent_instruction={real / 'agent_step_instruction.txt'}",
-            "--store", str(store), "--out", str(tmp_path / "out"), "--min-coverage", "0"]) == 0
+        assert rejudge_published(fake, test_data, real, "claude-3-5-sonnet", store,
+                                 tmp_path / "out") == 0
         assert fake.calls["reward"] == 227  # the 6 events without a prediction: no call
         sent = [json.loads(r["messages"][1]["content"])["Observations (Time Ascending)"]
                 for r in fake.requests]
@@ -319,21 +330,8 @@ def test_hand_made_published_traces_imported_and_rejudged(tmp_path, capsys, monk
     assert "1 test traces without a published file: reading_c" in printed
     assert "1 published traces not in the test data (not imported): extra_trace" in printed
 
-    def reward(request: dict) -> Reply:
-        proposal = json.loads(request["messages"][1]["content"])["Proposed Task"]
-        return Reply(content=json.dumps(
-            {"thought": "t", "judgement": "accepted" if judged(proposal) else "rejected"}))
-
     with FakeOpenAI({"reward": reward}) as fake:
-        assert run_cli("rejudge", [
-            "--suite", "proactiveagent", "--corpus", str(DATA),
-            "--eval-model", "some-model", "--eval-revision", "published-traces",
-            "--judge-model", "openai/reward", "--judge-api-base", fake.url,
-            "--judge-prompt", str(DATA / "reward_system_prompt.txt"),
-            "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
-            "--prompt", f"agent_system={DATA / 'agent_system_prompt.txt'}",
-            "--prompt", f"agent_instruction={DATA / 'agent_step_instruction.txt'}",
-            "--store", str(store), "--out", str(tmp_path / "out"), "--min-coverage", "0"]) == 0
+        assert rejudge_published(fake, DATA, DATA, "some-model", store, tmp_path / "out") == 0
         seen = [json.loads(r["messages"][1]["content"])["Proposed Task"] for r in fake.requests]
     assert sorted(map(json.dumps, seen)) == sorted(map(json.dumps, [
         None, "Fix the test", "candidate_task", "null", {"step": "translate"}, "Translate it",
