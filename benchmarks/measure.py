@@ -1,0 +1,59 @@
+"""What every benchmark here measures of a command: its wall time, the CPU time of its whole
+process tree and its peak memory, taken the same way everywhere so that figures compare.
+
+- CPU: user + system seconds of the child and of every descendant it waited for (the temporary
+  Prefect server included), from the kernel's rusage when the child ends: robust to other load
+  on the machine, unlike wall time.
+- Peak memory: the largest resident set of any one process of the tree (ru_maxrss), which is the
+  run's own process for `proactflow run`.
+- CPU per call: `(cold - cached) / calls`, the same command run twice on one store, the second
+  answered from the per-call cache: the fixed cost of a run (imports, the temporary server,
+  the flow, the exports) cancels out, what is left is what the calls cost.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Measured:
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    output: str
+
+
+def measured(command: list[str], env: dict[str, str], cwd: Path | None = None, *,
+             codes: tuple[int, ...] = (0,)) -> Measured:
+    """Run `command` to its end; SystemExit with its output's tail if its exit code is not
+    in `codes`."""
+    started = time.monotonic()
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - started
+    code = os.waitstatus_to_exitcode(status)
+    if code not in codes:
+        raise SystemExit(f"{' '.join(command[:4])} ... failed ({code}):\n{output[-3000:]}")
+    return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output)
+
+
+def child_env(prefect_home: Path) -> dict[str, str]:
+    """This environment, with a Prefect home of the benchmark's own and a temporary server (no
+    PREFECT_API_URL), analytics off and litellm's bundled price map."""
+    env = dict(os.environ, PREFECT_HOME=str(prefect_home),
+               PREFECT_SERVER_ANALYTICS_ENABLED="false", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
+def per_call_ms(cold: Measured, cached: Measured, calls: int) -> float:
+    """Milliseconds of CPU per call: the cold run's CPU less the cached run's, over its calls."""
+    return 1000 * (cold.cpu_s - cached.cpu_s) / max(calls, 1)
