@@ -9,9 +9,10 @@ Figures (how each is taken: benchmarks/measure.py):
   process, a few hundred text calls against an asyncio fake endpoint in a process of its own;
   no Prefect, no stages: the steadiest figure, and the one every suite pays per call;
 - each suite (ProactBench, Proactive Agent's ProactiveBench, the multimodal and the video
-  ProactiveBench): `proactflow run` as a user runs it, against the tests' fake server (replies
-  at once), cold then again answered from the cache; CPU per call is the difference over the
-  calls, peak memory that of the run's largest process, cold and cached.
+  ProactiveBench): one cold `proactflow run` as a user runs it, against the tests' fake server
+  (replies at once); CPU per call is that of the run's process over its calls after the first
+  fifth (RUNNER: start-up, warm-up and exports left out, so a few hundred calls give a steady
+  figure), peak memory that of the run's largest process.
 The data is the tests' (shared sample dialogues, tests/data/proactiveagent, a generated
 multimodal corpus and a generated clip): nothing is downloaded.
 """
@@ -37,8 +38,7 @@ ROOT = BENCHMARKS.parent
 sys.path.insert(0, str(BENCHMARKS))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from measure import Measured, child_env, measured, per_call_ms  # noqa: E402
-from run_benchmark import EMPTY_FLOW  # noqa: E402
+from measure import child_env, measured  # noqa: E402
 
 EDGE_CALLS = 400
 TEXT_TRIGGERS = 200
@@ -106,11 +106,12 @@ def edge_ms_per_call(calls: int) -> float:
 
 class Suite:
     """One suite's small run: `prepare` writes its data and returns the command's arguments
-    (from `run` on; a `runner` script's own before) and the fake server's responders."""
+    (from `run` on, after a synthetic wheel for RUNNER to register) and the fake server's
+    responders; `codes`: the exit codes of a run that went through."""
 
     def __init__(self, name: str, prepare: Callable[[Path], tuple[list[str], dict]],
-                 runner: str | None = None, codes: tuple[int, ...] = (0,)):
-        self.name, self.prepare, self.runner, self.codes = name, prepare, runner, codes
+                 codes: tuple[int, ...] = (0,)):
+        self.name, self.prepare, self.codes = name, prepare, codes
 
 
 def proactbench(work: Path) -> tuple[list[str], dict]:
@@ -158,15 +159,37 @@ def proactiveagent(work: Path) -> tuple[list[str], dict]:
             {"agent": agent, "reward": reward_model})
 
 
-MLLM_RUNNER = """
-import hashlib, sys
-from proactflow.suites import register_suite
-from proactflow.suites.proactivebench_mllm.suite import ProactiveBenchMllm
+RUNNER = """
+import sys, time
+import litellm
+replied = []  # the process's CPU time at each reply
+paid = litellm.acompletion
+
+
+async def timed(*args, **kwargs):
+    try:
+        return await paid(*args, **kwargs)
+    finally:
+        replied.append(time.process_time())
+
+litellm.acompletion = timed  # ChatClient takes litellm.acompletion when it is made
+if sys.argv[1].endswith(".whl"):  # the multimodal suite, on a synthetic package
+    import hashlib
+    from proactflow.suites import register_suite
+    from proactflow.suites.proactivebench_mllm.suite import ProactiveBenchMllm
+    wheel = sys.argv.pop(1)
+    register_suite(ProactiveBenchMllm(hashlib.sha256(open(wheel, "rb").read()).hexdigest()))
 from proactflow.cli import main
-wheel = sys.argv.pop(1)
-register_suite(ProactiveBenchMllm(hashlib.sha256(open(wheel, "rb").read()).hexdigest()))
-sys.exit(main(sys.argv[1:]))
+code = main(sys.argv[1:])
+first = len(replied) // 5  # the first fifth warms up: lazy imports, connections, first rows
+print("CALLS_WINDOW", len(replied), len(replied) - 1 - first,
+      replied[-1] - replied[first] if replied else 0.0)
+sys.exit(code)
 """
+"""Runs the CLI, noting the CPU time of the run's process at each reply: CPU per call is taken
+from the reply after the first fifth of the calls to the last one, so it holds the calls and
+all the run does meanwhile (rows, the stream between stages, the judge, Prefect's logging) but
+not its start-up, the first calls' lazy imports and connections, or the exports."""
 
 
 def mllm(work: Path) -> tuple[list[str], dict]:
@@ -204,7 +227,7 @@ def video(work: Path) -> tuple[list[str], dict]:
 SUITES = [Suite("ProactBench (text)", proactbench),
           Suite("Proactive Agent", proactiveagent),
           # 1: a sample the environment crashes on is counted apart (not scored), as upstream
-          Suite("multimodal ProactiveBench", mllm, MLLM_RUNNER, codes=(0, 1)),
+          Suite("multimodal ProactiveBench", mllm, codes=(0, 1)),
           Suite("video ProactiveBench", video)]
 
 
@@ -216,22 +239,15 @@ def run_suite(suite: Suite, work: Path, env: dict[str, str]) -> str:
     with FakeOpenAI(responders) as fake:
         bases = [*(["--eval-api-base", fake.url] if "--eval-model" in args else []),
                  *(["--judge-api-base", fake.url] if "--judge-model" in args else [])]
-        common = [*args, *bases, "--store", str(work / "store"), "--concurrency", "32"]
-        command = [sys.executable, *(["-c", suite.runner] if suite.runner is not None
-                                     else ["-m", "proactflow.cli"]), *common]
+        command = [sys.executable, "-c", RUNNER, *args, *bases, "--store", str(work / "store"),
+                   "--concurrency", "32"]
         cold = measured(command, env, codes=suite.codes)
-        calls = sum(fake.calls.values())
-        fake.reset_counts()
-        cached = measured(command, env, codes=suite.codes)
-        again = sum(fake.calls.values())
-    return line(suite.name, calls, cold, cached, again)
-
-
-def line(name: str, calls: int, cold: Measured, cached: Measured, again: int) -> str:
-    return (f"{name:>26}: {per_call_ms(cold, cached, calls):5.2f} ms CPU per call "
-            f"({calls} calls; cold {cold.cpu_s:.1f} s CPU, cached {cached.cpu_s:.1f} s, "
-            f"{again} calls); peak RSS {cold.peak_rss_mb:.0f} MB cold, "
-            f"{cached.peak_rss_mb:.0f} MB cached; wall {cold.wall_s:.1f} s, {cached.wall_s:.1f} s")
+        served = sum(fake.calls.values())
+    calls, counted, window_cpu = cold.output.rsplit("CALLS_WINDOW", 1)[1].split()[:3]
+    per_call = 1000 * float(window_cpu) / max(int(counted), 1)
+    return (f"{suite.name:>26}: {per_call:5.2f} ms CPU per call ({calls} calls, {served} at the "
+            f"server); peak RSS {cold.peak_rss_mb:.0f} MB; the whole run {cold.cpu_s:.1f} s CPU "
+            f"(its process tree), {cold.wall_s:.1f} s wall")
 
 
 def main() -> int:
@@ -250,16 +266,10 @@ def main() -> int:
     keys = {"ProactBench (text)": "proactbench", "Proactive Agent": "proactiveagent",
             "multimodal ProactiveBench": "mllm", "video ProactiveBench": "video"}
     work = Path(tempfile.mkdtemp(prefix="proactflow-ci-figures-"))
-    # One Prefect home for every run, its database created by an empty flow first (so that no
-    # suite's cold run pays for it); a loaded CI host gets a generous start-up wait.
+    # One Prefect home for every run; a loaded CI host gets a generous start-up wait.
     env = dict(child_env(work / "prefect-home"),
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180")
     try:
-        if chosen - {"edge"}:
-            empty = measured([sys.executable, "-c", EMPTY_FLOW], env)
-            print(f"{'empty Prefect flow':>26}: {empty.cpu_s:.1f} s CPU, {empty.wall_s:.1f} s "
-                  f"wall, peak RSS {empty.peak_rss_mb:.0f} MB (temporary server included; the "
-                  "first, creating its database)", flush=True)
         for suite in SUITES:
             if keys[suite.name] in chosen:
                 print(run_suite(suite, work / keys[suite.name], env), flush=True)

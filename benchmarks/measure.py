@@ -6,9 +6,10 @@ process tree and its peak memory, taken the same way everywhere so that figures 
   on the machine, unlike wall time.
 - Peak memory: the largest resident set of any one process of the tree (ru_maxrss), which is the
   run's own process for `proactflow run`.
-- CPU per call: `(cold - cached) / calls`, the same command run twice on one store, the second
-  answered from the per-call cache: the fixed cost of a run (imports, the temporary server,
-  the flow, the exports) cancels out, what is left is what the calls cost.
+- CPU per call: `(cold - cached) / calls` (`per_call_ms`), the same command run twice on one
+  store, the second answered from the per-call cache: the fixed cost of a run cancels out, but
+  its noise (about a second of CPU) needs thousands of calls to fade; with a few hundred, time
+  the calls' window inside the run instead (ci_figures.py's RUNNER).
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,10 +33,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import mllm_corpus  # noqa: E402
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from mllm_suite_helpers import synthetic_wheel  # noqa: E402
+from measure import measured  # noqa: E402
 
 REAL_COUNTS = {"ROD": 88, "VSOD": 42, "MVP-N": 2591, "IN-C": 1095, "QD": 2105, "CIT": 396,
                "COCO": 1240}
@@ -104,17 +105,10 @@ def letter_by_hash(request: dict) -> Reply:
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
-    """Wall seconds, CPU seconds and peak RSS (MB) of the child, and its output's tail."""
-    started = time.monotonic()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    output = process.stdout.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: crashes or errors counted apart
-        raise SystemExit(f"command failed:\n{output[-3000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output
+    """Wall seconds, CPU seconds and peak RSS (MB) of the child, and its output's tail; exit
+    code 1 too (crashes or errors counted apart)."""
+    run = measured(command, env, codes=(0, 1))
+    return run.wall_s, run.cpu_s, run.peak_rss_mb, run.output
 
 
 def main() -> None:
