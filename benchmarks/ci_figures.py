@@ -1,6 +1,7 @@
-"""CPU per call and peak memory of the text path and of each suite, small enough for CI (about a
-minute on 2 cores): printed as figures, never asserted, so that a change costing 40 % more per
-call shows in the CI log of the commit that made it. `.ci/run` runs it before the tests:
+"""CPU per call and peak memory of the text path and of each suite, small enough for CI (about
+two minutes alone on 2 cores): printed as figures, never asserted, so that a change costing 40 %
+more per call shows in the CI log of the commit that made it. `.ci/run` runs it before the
+tests:
 
     .venv/bin/python benchmarks/ci_figures.py
 
