@@ -82,21 +82,23 @@ class TemporaryServer:
 
             environment.update(get_current_settings().to_environment_variables(
                 exclude_unset=True))
-        spec = importlib.util.find_spec("prefect")  # found without importing it (seconds)
-        assert spec is not None and spec.origin is not None
-        # uvicorn puts --app-dir first on sys.path: the packages' folder, not the current one.
-        app_dir = Path(spec.origin).parent.parent
         descriptor, log = tempfile.mkstemp(prefix="proactflow-prefect-server-", suffix=".log")
         self.log = Path(log)
         with os.fdopen(descriptor, "wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir),
-                 "--factory", "proactflow.prefect_server.app:create_app", "--host",
-                 "127.0.0.1", "--port", str(self.port), "--log-level", "error",
-                 "--lifespan", "on"],
-                env=environment, stdin=subprocess.DEVNULL, stdout=output,
+                self.command(), env=environment, stdin=subprocess.DEVNULL, stdout=output,
                 stderr=subprocess.STDOUT, start_new_session=True)
         atexit.register(self.stop)
+
+    def command(self) -> list[str]:
+        spec = importlib.util.find_spec("prefect")  # found without importing it (seconds)
+        assert spec is not None and spec.origin is not None
+        # uvicorn puts --app-dir first on sys.path: the packages' folder, not the current one.
+        app_dir = Path(spec.origin).parent.parent
+        return [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir),
+                "--factory", "proactflow.prefect_server.app:create_app", "--host",
+                "127.0.0.1", "--port", str(self.port), "--log-level", "error",
+                "--lifespan", "on"]
 
     def wait_ready(self, timeout: float) -> None:
         """Return once the server answers; a one-line UserError if its process ends (with the
