@@ -18,7 +18,7 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from helpers import cli_args
-from replay import ANSWERABLE, scaled_corpus, synthetic_judge, synthetic_model
+from replay import ANSWERABLE, JUDGE_PROMPT, scaled_corpus, synthetic_judge, synthetic_model
 
 LATENCY = 0.5
 
@@ -31,7 +31,8 @@ def prefect_home(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def slow_fake():
-    with FakeOpenAI({"synth": synthetic_model, "judge2": synthetic_judge},
+    with FakeOpenAI({"synth": synthetic_model, "synth2": synthetic_model,
+                     "judge2": synthetic_judge},
                     latency=LATENCY) as server:
         yield server
 
@@ -127,3 +128,42 @@ def test_a_second_ctrl_c_ends_at_once(slow_fake, tmp_path, prefect_home):
     process = _start(slow_fake, tmp_path, prefect_home)
     _wait_for(lambda: sum(slow_fake.calls.values()) >= 2, process)
     _interrupted(process, prefect_home, times=2)
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_ctrl_c_of_a_sweep_over_processes(slow_fake, tmp_path, prefect_home):
+    """A sweep's other processes run in sessions of their own too: the sweep stops them, and
+    ends as a run does."""
+    corpus, _ = scaled_corpus(tmp_path, COPIES)
+    models = "".join(f'\n[[models]]\nmodel = "openai/{name}"\napi_base = "{slow_fake.url}"\n'
+                     for name in ("synth", "synth2"))
+    config = tmp_path / "sweep.toml"
+    config.write_text(f"""
+store = "{tmp_path / 'store'}"
+corpus = "{corpus}"
+judge_prompt = "{JUDGE_PROMPT}"
+concurrency = 2
+processes = 2
+
+[[judges]]
+model = "openai/judge2"
+api_base = "{slow_fake.url}"
+{models}""")
+    process = subprocess.Popen([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                                str(config)], env=_environment(prefect_home),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    _wait_for(lambda: sum(slow_fake.calls.values()) >= 4, process)
+    children = [pid for pid in _children_of(process.pid)
+                if b"process_group" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert children, "the sweep runs no other process"
+    _interrupted(process, prefect_home)
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", "a child outlived the sweep"
