@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -84,23 +85,31 @@ PARTS: dict[str, str] = {}
 
 
 def run_tree(command: list[str], env: dict[str, str], cwd: Path | None = None,
-             parts: str | None = None) -> tuple[float, float]:
-    """Wall seconds from the start to the exit, and the process tree's peak RSS in MB;
-    `parts` names the tool whose per-process figures to keep."""
+             parts: str | None = None) -> tuple[float, float, float]:
+    """Wall seconds from the start to the exit, the process tree's peak RSS in MB, and its CPU
+    seconds (the command's and those of the processes it waited for: robust to a shared
+    machine, where wall seconds are not); `parts` names the tool whose per-process figures to
+    keep."""
     started = time.monotonic()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, cwd=cwd)
+                               stderr=subprocess.STDOUT, cwd=cwd)
     sampler = TreePeak(process.pid)
     sampler.start()
-    output, _ = process.communicate()
+    output: list[bytes] = []
+    reader = threading.Thread(target=lambda: output.append(process.stdout.read()))
+    reader.start()
+    _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    reader.join()
     sampler.done.set()
     sampler.join()
+    if process.returncode != 0:
+        text = b"".join(output).decode(errors="replace")
+        raise SystemExit(f"{command[:3]} failed ({process.returncode}):\n{text[-3000:]}")
     if parts:
         PARTS[parts] = sampler.by_role()
-    if process.returncode != 0:
-        raise SystemExit(f"{command[:3]} failed ({process.returncode}):\n{output[-3000:]}")
-    return wall, sampler.peak
+    return wall, sampler.peak, usage.ru_utime + usage.ru_stime
 
 
 class Proactflow:
@@ -121,7 +130,8 @@ class Proactflow:
         self.runs += 1
         return self.work / f"proactflow-{self.runs}"
 
-    def run(self, corpus: Path, place: Path, parts: bool = False) -> tuple[float, float]:
+    def run(self, corpus: Path, place: Path, parts: bool = False
+            ) -> tuple[float, float, float]:
         return run_tree(self.command(corpus, place / "store"), self.env,
                         parts=self.name if parts else None)
 
@@ -152,7 +162,8 @@ class Inspect:
         self.runs += 1
         return self.work / f"inspect-{self.runs}"
 
-    def run(self, dataset: Path, place: Path, parts: bool = False) -> tuple[float, float]:
+    def run(self, dataset: Path, place: Path, parts: bool = False
+            ) -> tuple[float, float, float]:
         env = dict(self.env, INSPECT_CACHE_DIR=str(place / "cache"))
         # inspect finds a task file relative to its current folder only
         return run_tree([str(self.binary), "eval", self.task.name, "-T", f"path={dataset}",
@@ -215,9 +226,9 @@ def main() -> None:
             return corpora[size] if tool is ours else datasets[size]
 
         startup = alternate(args.rounds, tools, lambda tool: tool.run(
-            inputs(tool, args.startup_triggers), tool.fresh())[0])
+            inputs(tool, args.startup_triggers), tool.fresh()))
 
-        def cold_then_cached(tool) -> tuple[float, float, float, float]:
+        def cold_then_cached(tool) -> tuple[float, ...]:
             place = tool.fresh()
             cold = tool.run(inputs(tool, args.memory_triggers), place, parts=True)
             cached = tool.run(inputs(tool, args.memory_triggers), place)
@@ -230,23 +241,25 @@ def main() -> None:
     def median(values) -> float:
         return statistics.median(values)
 
-    ours_start, theirs_start = median(startup[ours.name]), median(startup[theirs.name])
-    print(f"start-up, {args.startup_triggers} triggers cold (median wall, command to exit): "
-          f"proactflow {ours_start:.2f} s, inspect_ai {theirs_start:.2f} s: ratio "
-          f"{ours_start / theirs_start:.2f} (runs: proactflow "
-          f"{', '.join(f'{v:.2f}' for v in startup[ours.name])}; inspect_ai "
-          f"{', '.join(f'{v:.2f}' for v in startup[theirs.name])})")
-    for label, wall_at, peak_at in (("cold", 0, 1), ("cached", 2, 3)):
-        ours_peak = median(m[peak_at] for m in memory[ours.name])
-        theirs_peak = median(m[peak_at] for m in memory[theirs.name])
-        ours_wall = median(m[wall_at] for m in memory[ours.name])
-        theirs_wall = median(m[wall_at] for m in memory[theirs.name])
+    def ratio(figures: dict[str, list], at: int) -> tuple[float, float, float]:
+        ours_figure = median(m[at] for m in figures[ours.name])
+        theirs_figure = median(m[at] for m in figures[theirs.name])
+        return ours_figure, theirs_figure, ours_figure / theirs_figure
+
+    wall, cpu = ratio(startup, 0), ratio(startup, 2)
+    print(f"start-up, {args.startup_triggers} triggers cold (medians, command to exit): wall "
+          f"proactflow {wall[0]:.2f} s, inspect_ai {wall[1]:.2f} s: ratio {wall[2]:.2f}; CPU of "
+          f"the tree proactflow {cpu[0]:.2f} s, inspect_ai {cpu[1]:.2f} s: ratio {cpu[2]:.2f} "
+          f"(walls: proactflow {', '.join(f'{m[0]:.2f}' for m in startup[ours.name])}; "
+          f"inspect_ai {', '.join(f'{m[0]:.2f}' for m in startup[theirs.name])})")
+    for label, at in (("cold", 0), ("cached", 3)):
+        wall, peak, cpu = (ratio(memory, at + offset) for offset in range(3))
         print(f"{args.memory_triggers} triggers {label}: peak RSS of the process tree "
-              f"proactflow {ours_peak:.0f} MB, inspect_ai {theirs_peak:.0f} MB: ratio "
-              f"{ours_peak / theirs_peak:.2f}, difference {ours_peak - theirs_peak:+.0f} MB "
-              f"(allowance: inspect_ai + {LITELLM_ALONE_MB} MB = "
-              f"{theirs_peak + LITELLM_ALONE_MB:.0f} MB); wall proactflow {ours_wall:.2f} s, "
-              f"inspect_ai {theirs_wall:.2f} s: ratio {ours_wall / theirs_wall:.2f}")
+              f"proactflow {peak[0]:.0f} MB, inspect_ai {peak[1]:.0f} MB: ratio {peak[2]:.2f}, "
+              f"difference {peak[0] - peak[1]:+.0f} MB (allowance: inspect_ai + "
+              f"{LITELLM_ALONE_MB} MB = {peak[1] + LITELLM_ALONE_MB:.0f} MB); wall proactflow "
+              f"{wall[0]:.2f} s, inspect_ai {wall[1]:.2f} s: ratio {wall[2]:.2f}; CPU proactflow "
+              f"{cpu[0]:.2f} s, inspect_ai {cpu[1]:.2f} s: ratio {cpu[2]:.2f}")
     for name, parts in PARTS.items():
         print(f"{name}, its last cold {args.memory_triggers}-trigger run by process: {parts}")
 

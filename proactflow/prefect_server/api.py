@@ -40,6 +40,9 @@ limit, which failed runs that would have gone well). Waiting ends earlier when i
 when its process ends."""
 PROGRESS_AFTER = 5.0
 """Seconds of waiting after which a line says what the command waits for."""
+PARENT_ENV = "PROACTFLOW_PREFECT_SERVER_PARENT"
+"""The pid of the command a temporary server serves: it stops when that process is gone
+(app.py)."""
 
 
 def start_timeout() -> float:
@@ -76,7 +79,7 @@ class TemporaryServer:
     def start(self) -> None:
         environment = {**os.environ, "PREFECT_UI_ENABLED": "0",
                        "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-                       "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+                       "PREFECT_SERVER_ANALYTICS_ENABLED": "false", PARENT_ENV: str(os.getpid())}
         if "prefect.settings" in sys.modules:  # settings changed in this process count too
             from prefect.settings import get_current_settings
 
