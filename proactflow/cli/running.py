@@ -105,10 +105,10 @@ def run_command(args: argparse.Namespace) -> int:
     it those)."""
     from ..run.offline import check_network
 
-    runs_flow = args.command != "status" and not args.dry_run
-    if runs_flow:  # first thing: its seconds of start-up overlap everything below
-        start_temporary_server()
     check_network(args)  # before the imports that building the settings costs
+    runs_flow = args.command != "status" and not args.dry_run
+    if runs_flow:  # now: its seconds of start-up overlap everything below
+        start_temporary_server()
     settings = settings_from_args(args)
     if runs_flow:
         check_prefect_server()

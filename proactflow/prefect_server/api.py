@@ -142,8 +142,15 @@ class TemporaryServer:
 
     def stop(self, wait: float = 10.0) -> None:
         """Stop the server's session (the server and anything it started): asked, then, after
-        `wait` seconds, forced; `wait=0` forces at once."""
-        if self.process is not None and self.process.poll() is None:
+        `wait` seconds, forced; `wait=0` forces at once. One that never answered holds nothing
+        of the command's: it is asked and not waited for (it would finish starting first, which
+        made a command that stopped at a check of its own wait for seconds)."""
+        if self.process is not None and self.process.poll() is None and not self.ready and wait:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        elif self.process is not None and self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGTERM if wait else signal.SIGKILL)
                 self.process.wait(timeout=wait or None)
