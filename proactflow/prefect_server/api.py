@@ -7,7 +7,7 @@ about 66 MB and 3 s of CPU in a process that only needs the client, and every `r
 (benchmarks/run_benchmark.py: the peak RSS of a cold run went over 500 MB). Here the same
 server (Prefect's app factory under uvicorn, the UI off, Prefect's own settings; a request that
 met a locked SQLite database is run again inside it, prefect_server/app.py) runs as a child
-process in a session of its own, started first thing by a command that will run a flow (its
+process in a session of its own, started early by a command that will run a flow (its
 seconds of start-up overlap the command's imports and checks), and this process's settings point
 at it while its flows run. A sweep's process groups are told its address like any server's. It
 is stopped when the command ends.
