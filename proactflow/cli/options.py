@@ -12,11 +12,10 @@ from ..config.effective import safety_settings_off
 from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource,
                                ModelRole, RunSettings, RuntimeOptions, default_store,
                                role_generation)
+from .interrupts import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from .interrupts import EXIT_LOW_COVERAGE as EXIT_LOW_COVERAGE
+from .interrupts import EXIT_USER_ERROR as EXIT_USER_ERROR
 from .suite_options import parts_from_args, suite_options_from_args
-
-EXIT_LOW_COVERAGE = 1
-EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130
 
 
 EPILOG = """\

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from typing import Any, Callable
@@ -14,6 +13,7 @@ from ..common.redaction import redact_url
 from ..config.settings import RunSettings
 from ..prefect_server.api import prefect_api, start_temporary_server
 from ..run.progress import quiet_console_tracebacks
+from .interrupts import run_interruptibly
 from .options import EXIT_LOW_COVERAGE, settings_from_args
 
 
@@ -106,15 +106,13 @@ def run_command(args: argparse.Namespace) -> int:
     from ..run.offline import check_network
 
     check_network(args)  # before the imports that building the settings costs
+    runs_flow = args.command != "status" and not args.dry_run
+    if runs_flow:  # now: its seconds of start-up overlap everything below
+        start_temporary_server()
     settings = settings_from_args(args)
-    if args.command != "status" and not args.dry_run:
+    if runs_flow:
         check_prefect_server()
-
-    def start_server() -> None:  # while the plan is made, once nothing rules the run out
-        if args.command != "status" and not args.dry_run:
-            start_temporary_server()
-
-    go = preflight(args, settings, start_server)
+    go = preflight(args, settings)
     if not go:
         return 0
     freeze_start_up_heap()
@@ -183,4 +181,4 @@ def run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
     quiet_temporary_server()
     with prefect_api(), tags(settings.suite, f"model:{settings.model_under_test.model}",
                              f"judge:{settings.judge_name}"):
-        return asyncio.run((evaluate if command == "run" else rejudge)(settings=settings))
+        return run_interruptibly((evaluate if command == "run" else rejudge)(settings=settings))

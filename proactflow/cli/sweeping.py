@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from typing import Any
 
@@ -13,6 +12,7 @@ from ..common.postgres import check_database_url
 from ..common.redaction import FULL_URLS_ENV, full_urls
 from ..prefect_server.api import api_url, prefect_api, start_temporary_server
 from ..run.progress import quiet_console_tracebacks
+from .interrupts import run_interruptibly
 from .running import quiet_temporary_server
 
 
@@ -21,6 +21,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     from ..run.preflight import check_access
     from ..sweeps.sweep_file import load_sweep
 
+    start_temporary_server()  # first thing: it boots while the sweep's imports and checks run
     config = load_sweep(args.config)
     if args.database:
         config = config.model_copy(update={"database": check_database_url(args.database)})
@@ -31,7 +32,6 @@ def sweep_command(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"processes": args.processes})
     runs = config.runs()
     if not config.deployment:
-        start_temporary_server()  # it boots while the sweep's checks run
         _prestart_process_groups(config, runs)
     if config.deployment:
         from prefect.settings import PREFECT_API_URL
@@ -72,7 +72,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         quiet_temporary_server()
         freeze_start_up_heap()
         with prefect_api():
-            result = asyncio.run(sweep(config=config.model_copy(update={"models": models})))
+            result = run_interruptibly(sweep(config=config.model_copy(update={"models": models})))
     failures = skipped + result["failures"]
     if not any("phase" in row for row in result["leaderboard"]):  # a suite without phases
         for line in result.get("summary", []):

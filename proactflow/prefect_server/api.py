@@ -7,29 +7,65 @@ about 66 MB and 3 s of CPU in a process that only needs the client, and every `r
 (benchmarks/run_benchmark.py: the peak RSS of a cold run went over 500 MB). Here the same
 server (Prefect's app factory under uvicorn, the UI off, Prefect's own settings; a request that
 met a locked SQLite database is run again inside it, prefect_server/app.py) runs as a child
-process, started as soon as the command knows it will run a flow, and this process's
-settings point at it while its flows run. A sweep's process groups are told its address like
-any server's. It is stopped when the command ends.
+process in a session of its own, started early by a command that will run a flow (its
+seconds of start-up overlap the command's imports and checks), and this process's settings point
+at it while its flows run. A sweep's process groups are told its address like any server's. It
+is stopped when the command ends.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from ..common.errors import UserError
 
+START_TIMEOUT_ENV = "PROACTFLOW_PREFECT_SERVER_TIMEOUT"
+"""Seconds a command waits for its temporary server to answer (default `START_TIMEOUT`)."""
+START_TIMEOUT = 600.0
+"""Generous: on a loaded machine the server's imports alone took over 20 s (Prefect's own
+limit, which failed runs that would have gone well). Waiting ends earlier when it answers or
+when its process ends."""
+PROGRESS_AFTER = 5.0
+"""Seconds of waiting after which a line says what the command waits for."""
+PARENT_ENV = "PROACTFLOW_PREFECT_SERVER_PARENT"
+"""The pid of the command a temporary server serves: it stops when that process is gone
+(app.py)."""
+
+
+def start_timeout() -> float:
+    value = os.environ.get(START_TIMEOUT_ENV, "").strip()
+    if not value:
+        return START_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise UserError(f"{START_TIMEOUT_ENV}={value!r}: give the seconds to wait for the "
+                        "temporary Prefect server, a positive number")
+    return seconds
+
 
 class TemporaryServer:
-    """One Prefect server for this command, on a free port of the loopback interface."""
+    """One Prefect server for this command, on a free port of the loopback interface.
+
+    It runs in a session of its own: a terminal's Ctrl-C goes to the command's whole process
+    group, and a server stopped by it under a run still reporting its states made that run hang
+    for a minute or print Prefect's "Error logging to API" dump (issue #31). The command stops
+    it when it ends, after its last report."""
 
     def __init__(self) -> None:
         with socket.socket() as probe:
@@ -37,55 +73,108 @@ class TemporaryServer:
             self.port = probe.getsockname()[1]
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.process: subprocess.Popen[bytes] | None = None
+        self.log: Path | None = None
         self.ready = False
 
     def start(self) -> None:
-        import prefect
-        from prefect.settings import get_current_settings
-
         environment = {**os.environ, "PREFECT_UI_ENABLED": "0",
                        "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-                       "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                       **get_current_settings().to_environment_variables(exclude_unset=True)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
-             "--factory", "proactflow.prefect_server.app:create_app", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-            env=environment, stdin=subprocess.DEVNULL)
+                       "PREFECT_SERVER_ANALYTICS_ENABLED": "false", PARENT_ENV: str(os.getpid())}
+        if "prefect.settings" in sys.modules:  # settings changed in this process count too
+            from prefect.settings import get_current_settings
+
+            environment.update(get_current_settings().to_environment_variables(
+                exclude_unset=True))
+        descriptor, log = tempfile.mkstemp(prefix="proactflow-prefect-server-", suffix=".log")
+        self.log = Path(log)
+        with os.fdopen(descriptor, "wb") as output:
+            self.process = subprocess.Popen(
+                self.command(), env=environment, stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, start_new_session=True)
         atexit.register(self.stop)
 
+    def command(self) -> list[str]:
+        spec = importlib.util.find_spec("prefect")  # found without importing it (seconds)
+        assert spec is not None and spec.origin is not None
+        # uvicorn puts --app-dir first on sys.path: the packages' folder, not the current one.
+        app_dir = Path(spec.origin).parent.parent
+        return [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir),
+                "--factory", "proactflow.prefect_server.app:create_app", "--host",
+                "127.0.0.1", "--port", str(self.port), "--log-level", "error",
+                "--lifespan", "on"]
+
     def wait_ready(self, timeout: float) -> None:
-        """Return once the server answers; a one-line UserError if it ends or takes longer."""
+        """Return once the server answers; a one-line UserError if its process ends (with the
+        last line of its log) or it takes longer than `timeout`. After `PROGRESS_AFTER` s, a
+        line on standard error says what the command waits for."""
         assert self.process is not None
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        told = False
         while not self.ready:
             if self.process.poll() is not None:
                 raise UserError(f"the temporary Prefect server stopped as it started (exit "
-                                f"status {self.process.returncode}): start one with 'prefect "
-                                "server start' and set PREFECT_API_URL")
+                                f"status {self.process.returncode}: {self.last_log_line()}): "
+                                "start one with 'prefect server start' and set PREFECT_API_URL")
             try:
                 with urllib.request.urlopen(f"{self.api_url}/health", timeout=2):
                     self.ready = True
             except (urllib.error.URLError, OSError):
-                if time.monotonic() > deadline:
+                waited = time.monotonic() - started
+                if waited > timeout:
                     raise UserError(f"the temporary Prefect server did not answer within "
-                                    f"{timeout:g} s: start one with 'prefect server start' "
-                                    "and set PREFECT_API_URL") from None
+                                    f"{timeout:g} s ({START_TIMEOUT_ENV} sets how long to wait): "
+                                    "start one with 'prefect server start' and set "
+                                    "PREFECT_API_URL") from None
+                if not told and waited >= PROGRESS_AFTER:
+                    print(f"waiting for the temporary Prefect server to answer (pid "
+                          f"{self.process.pid}, at most {timeout:g} s: {START_TIMEOUT_ENV})",
+                          file=sys.stderr, flush=True)
+                    told = True
                 time.sleep(0.1)
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+    def last_log_line(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").splitlines() if self.log else []
+        except OSError:
+            lines = []
+        return next((line.strip() for line in reversed(lines) if line.strip()),
+                    "it printed nothing")
+
+    def stop(self, wait: float = 10.0) -> None:
+        """Stop the server's session (the server and anything it started): asked, then, after
+        `wait` seconds, forced; `wait=0` forces at once. One that never answered holds nothing
+        of the command's: it is asked and not waited for (it would finish starting first, which
+        made a command that stopped at a check of its own wait for seconds)."""
+        if self.process is not None and self.process.poll() is None and not self.ready and wait:
             try:
-                self.process.wait(timeout=10)
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        elif self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM if wait else signal.SIGKILL)
+                self.process.wait(timeout=wait or None)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+            except ProcessLookupError:  # it ended meanwhile
+                pass
+        if self.log is not None:
+            self.log.unlink(missing_ok=True)
+            self.log = None
 
 
 _server: TemporaryServer | None = None
 
 
-def _needs_own_server() -> bool:
+def _needs_own_server(exactly: bool) -> bool:
+    """No PREFECT_API_URL and Prefect's temporary servers allowed. Before Prefect is imported
+    (seconds), the environment alone is looked at (`exactly=False`): a profile that names a
+    server is seen later (`_settled`), and the server started by then is stopped unused."""
+    if not exactly and "prefect.settings" not in sys.modules:
+        allowed = os.environ.get("PREFECT_SERVER_EPHEMERAL_ENABLED", "true").strip().lower()
+        return not os.environ.get("PREFECT_API_URL") and allowed not in ("0", "false", "no",
+                                                                           "off")
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
 
     return not PREFECT_API_URL.value() and bool(PREFECT_SERVER_EPHEMERAL_ENABLED.value())
@@ -93,11 +182,25 @@ def _needs_own_server() -> bool:
 
 def start_temporary_server() -> None:
     """Start this command's temporary server now, in the background, unless PREFECT_API_URL
-    names one: it takes seconds, which the command's checks can overlap."""
+    names one: it takes seconds, which the command's imports and checks overlap (call it
+    first thing)."""
     global _server
-    if _server is None and _needs_own_server():
+    if _server is None and _needs_own_server(exactly=False):
         _server = TemporaryServer()
         _server.start()
+
+
+def _settled() -> TemporaryServer | None:
+    """This command's temporary server, started now if needed and not yet; None (and one
+    started on a guess stopped) when Prefect's settings name a server."""
+    global _server
+    if not _needs_own_server(exactly=True):
+        if _server is not None:
+            _server.stop(wait=0)
+            _server = None
+        return None
+    start_temporary_server()
+    return _server
 
 
 def api_url() -> str | None:
@@ -105,21 +208,26 @@ def api_url() -> str | None:
     PREFECT_API_URL."""
     from prefect.settings import PREFECT_API_URL
 
-    return _server.api_url if _server is not None else PREFECT_API_URL.value()
+    server = _settled()
+    return server.api_url if server is not None else PREFECT_API_URL.value()
+
+
+def stop_at_once() -> None:
+    """Stop the temporary server now, not waiting for it (a second Ctrl-C)."""
+    if _server is not None:
+        _server.stop(wait=0)
 
 
 @contextmanager
 def prefect_api() -> Iterator[None]:
     """Run the body's flows against PREFECT_API_URL, or against this command's temporary
     server (started here if it was not yet)."""
-    from prefect.settings import (PREFECT_API_URL,
-                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-                                  temporary_settings)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    start_temporary_server()
-    if _server is None:
+    server = _settled()
+    if server is None:
         yield
         return
-    _server.wait_ready(float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
-    with temporary_settings(updates={PREFECT_API_URL: _server.api_url}):
+    server.wait_ready(start_timeout())
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
         yield

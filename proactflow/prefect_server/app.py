@@ -18,10 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import signal
+import threading
+import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .api import PARENT_ENV
 
 ATTEMPTS = 8
 """Runs of one request before its 503 goes back to the client (which retries as usual)."""
@@ -116,4 +122,17 @@ def create_app() -> Any:
     """Prefect's server app (its own factory, settings from the environment), wrapped."""
     from prefect.server.api.server import create_app as prefect_app
 
+    if os.environ.get(PARENT_ENV):
+        _stop_when_orphaned(int(os.environ[PARENT_ENV]))
     return RetryLockedDatabase(prefect_app())
+
+
+def _stop_when_orphaned(parent: int) -> None:
+    """The server runs in a session of its own (a terminal's signals do not reach it): when
+    its command ends without stopping it (kill -9, a closed terminal), it stops itself."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="stop-when-orphaned").start()

@@ -28,10 +28,12 @@ copy of the libraries (a Python process with Prefect, litellm and polars loaded 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import math
 import os
 import subprocess
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -129,8 +131,32 @@ def prestart(count: int, api_url: str, runs: list[RunSettings]) -> None:
 
 
 def _spawn(ids: list[uuid.UUID], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "proactflow.sweeps.process_group",
-                             *map(str, ids)], stdin=subprocess.PIPE, env=env)
+    """A child in a session of its own: a terminal's Ctrl-C reaches the sweep's process only,
+    which stops its children itself (closing their input) and waits for them before its
+    Prefect server stops (`_stop_children`), as an interrupted run stops."""
+    if not _spawned:
+        atexit.register(_stop_children)  # after the server's: run before it
+    child = subprocess.Popen([sys.executable, "-m", "proactflow.sweeps.process_group",
+                              *map(str, ids)], stdin=subprocess.PIPE, env=env,
+                             start_new_session=True)
+    _spawned.append(child)
+    return child
+
+
+_spawned: list[subprocess.Popen[bytes]] = []
+STOP_WAIT = 20.0
+"""Seconds the sweep's process waits at its end for children told to stop."""
+
+
+def _stop_children() -> None:
+    for child in _spawned:
+        _close(child)
+    deadline = time.monotonic() + STOP_WAIT
+    for child in _spawned:
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
 
 
 def _children(planned: list[list[uuid.UUID]], env: dict[str, str]

@@ -1,0 +1,125 @@
+"""Exit statuses, and what Ctrl-C does to a command.
+
+A terminal sends SIGINT to the command's whole process group. The temporary Prefect server and
+a sweep's other processes run in sessions of their own, so the signal reaches the command's
+process only, which stops them itself. What the first Ctrl-C does depends on where the
+command is:
+
+- While a flow runs (`run_interruptibly`): the flow's task is cancelled, as asyncio does on
+  Ctrl-C. The calls in flight stop, what was finished stays stored, Prefect records the run's
+  state on its server, and the command ends with one line and exit status 130 (`main`).
+- Before (imports, checks, the plan) or after: nothing is in flight and every write is
+  atomic, so the command ends at once, with the same line and status. (A KeyboardInterrupt
+  raised in the middle of an import can break a compiled extension's own import, which then
+  prints a panic and its traceback: measured with pydantic_core.)
+
+A second Ctrl-C ends the command at once: its temporary server is stopped without waiting, and
+the process exits 130 without its exit handlers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any, Callable, Coroutine, TypeVar
+
+T = TypeVar("T")
+
+EXIT_LOW_COVERAGE = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+INTERRUPTED = ("proactflow: interrupted. Finished calls are cached: run the same command again "
+               "to continue.")
+
+_interrupts = 0
+_said = False
+_cancel_flow: Callable[[], None] | None = None
+"""Cancels the running flow's task, while one runs under `run_interruptibly`."""
+
+
+def say_interrupted() -> None:
+    """The one line an interrupted command prints (once)."""
+    global _said
+    if not _said:
+        _said = True
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+
+
+def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    global _interrupts
+    _interrupts += 1
+    if _interrupts == 1 and _cancel_flow is not None:
+        _cancel_flow()
+        return
+    end_now()
+
+
+def end_now() -> None:
+    """The line, the temporary server stopped without waiting, exit status 130."""
+    from ..prefect_server.api import stop_at_once
+
+    say_interrupted()
+    try:
+        stop_at_once()
+    finally:
+        os._exit(EXIT_INTERRUPTED)
+
+
+def handle_interrupts() -> None:
+    """From now on, Ctrl-C as described above (in the main thread of the command's process,
+    where Python's own handler is still in place)."""
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_interrupt)
+        atexit.register(_exit_status_kept)  # the first registered: it runs last
+
+
+def _exit_status_kept() -> None:
+    """An interrupted command exits 130 once its exit handlers have run. (Python itself may
+    end a process that met a KeyboardInterrupt by SIGINT, whatever `main` returned.)"""
+    if _interrupts:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+
+def run_interruptibly(flow_run: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(flow_run)`, whose task a Ctrl-C cancels (KeyboardInterrupt once it has
+    stopped). Without `handle_interrupts` (a caller inside a process of its own), as
+    asyncio.run does."""
+    import asyncio
+
+    if signal.getsignal(signal.SIGINT) is not _on_interrupt:
+        return asyncio.run(flow_run)
+
+    async def cancellable() -> T:
+        global _cancel_flow
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        assert task is not None
+
+        def cancel() -> None:
+            loop.call_soon_threadsafe(task.cancel)
+        _cancel_flow = cancel
+        try:
+            return await flow_run
+        finally:
+            _cancel_flow = None
+
+    try:
+        return asyncio.run(cancellable())
+    except asyncio.CancelledError:
+        if _interrupts:
+            raise KeyboardInterrupt from None
+        raise
+
+
+def interrupted() -> None:
+    """The command is stopping after a Ctrl-C: say so; another one ends it at once."""
+    global _interrupts
+    if signal.getsignal(signal.SIGINT) is _on_interrupt:
+        _interrupts = max(_interrupts, 1)
+    say_interrupted()
