@@ -254,13 +254,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: nightly-sweep)")
     serve.set_defaults(handler=serve_command)
     view = commands.add_parser(
-        "view", help="open the per-trigger viewer: context, rubric, responses and verdicts",
-        description="Write a viewer of the store's judgments (a folder: index.html and one "
-                    "data file per trigger, loaded when opened; no server needed) and open it "
-                    "in a browser. Filter by model, judge, phase, verdict and category; open a "
-                    "trigger to read its context, rubric, each response with the judge's "
-                    "evidence highlighted, and the verdict and rationale; tick two models or "
-                    "two judges to see them side by side. 'proactflow report' writes one too.")
+        "view", help="open the per-sample viewer of every suite: what each model saw, said "
+                     "and scored",
+        description="Write a viewer of the store's evaluations, of every suite found there (a "
+                    "folder: index.html, one data file per sample loaded when opened, and the "
+                    "images the models saw under media/; no server needed) and open it in a "
+                    "browser. ProactBench: a trigger's context, rubric, each response with the "
+                    "judge's evidence highlighted, verdict and rationale. Proactive Agent: a "
+                    "trace's events with each proposal, the reward model's verdict, the gold "
+                    "label and TP/FP/TN/FN. Multimodal: an episode's steps with the exact image "
+                    "shown, options, reply, readings and stop reason. Video: a timeline of "
+                    "frames, subtitles and replies, the gold turns' windows, judge scores and "
+                    "PAUC. Filter by suite, model, judge and the suite's groups and outcomes; "
+                    "tick two models to see them side by side; the address names the open "
+                    "sample and filters. 'proactflow report' writes one too.")
     add_store_option(view)
     view.add_argument("--out", default="proactflow-viewer", metavar="DIR",
                       help="folder to write the viewer to (default: ./proactflow-viewer)")

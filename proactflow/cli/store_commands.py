@@ -107,16 +107,20 @@ def view_command(args: argparse.Namespace) -> int:
     import webbrowser
 
     from ..cache.artifacts import ArtifactStore
+    from ..results.suite_evaluations import suite_evaluations
     from ..results.viewer import frame_summary, write_viewer
 
     store = ArtifactStore(args.store or default_store())
     evaluations = selected_evaluations(args, store)
-    if not evaluations:
+    others = [] if args.corpus_revision else suite_evaluations(
+        store, runs=args.run, models=args.select_models,
+        include_incomplete=args.include_incomplete)
+    if not evaluations and not others:
         raise UserError(f"no evaluations in {store.url} for this selection: run 'proactflow "
                         "run' or 'proactflow import' first (--include-incomplete shows runs "
                         "whose calls partly failed)")
-    page = write_viewer(evaluations, Path(args.out))
-    print(f"wrote {page} ({frame_summary(evaluations)})")
+    page = write_viewer(evaluations, Path(args.out), others, store)
+    print(f"wrote {page} ({frame_summary(evaluations, others)})")
     if not args.no_open and not webbrowser.open(page.resolve().as_uri()):
         print("no browser found here: open that file in one")
     return 0

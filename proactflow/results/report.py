@@ -20,6 +20,7 @@ import polars as pl
 from ..cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
 from ..common.errors import UserError
 from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
+from .suite_evaluations import suite_evaluations
 from .viewer import write_viewer
 from ..suites.proactbench.exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
@@ -82,6 +83,13 @@ def _trigger_sets_note(evaluations: list[Evaluation]) -> str:
             f"across sets are not comparable.</p><ul>{items}</ul>")
 
 
+def _viewer_link(other_suites: bool) -> str:
+    return ('<p><a href="viewer/index.html">Open the per-sample viewer</a>: '
+            + ("every suite's samples (what each model saw, said and scored), "
+               if other_suites else "each trigger's context, rubric, responses and verdicts, ")
+            + "models or judges side by side.</p>")
+
+
 def write_suite_page(out: Path, title: str, body: str, board: pl.DataFrame) -> dict[str, Any]:
     """report.html holding one suite's section (a suite without ProactBench's report)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -105,6 +113,8 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     from ..suites.proactivebench_video.report import section as video_section
 
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
+    others = suite_evaluations(store, include_incomplete=include_incomplete) \
+        if other_suites else []
     out.mkdir(parents=True, exist_ok=True)
     found = [proactiveagent_section(store, out, published_folder=published,
                                     include_incomplete=include_incomplete),
@@ -120,7 +130,10 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
             raise UserError(f"no complete evaluations in {store.url} for this selection: run "
                             "'proactflow run' or 'proactflow import' first, or see "
                             "'proactflow report --help' for the selection options")
-        return write_suite_page(out, "Proactivity report", other[0], other[1])
+        written = write_suite_page(out, "Proactivity report", _viewer_link(True) + other[0],
+                                   other[1])
+        written["paths"]["viewer"] = str(write_viewer([], out / "viewer", others, store))
+        return written
     tagged = pl.concat([_tagged(e) for e in evaluations], how="diagonal_relaxed")
     board = build_leaderboard(tagged, samples=samples, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,8 +170,7 @@ dialogues ({samples} resamples, seed {seed}). A rank such as 1-3 means the row's
 overlaps others': those rows are not separable at this sample size. Each row is one evaluation;
 where two share a model and judge, the label says what differs.</p>
 {_trigger_sets_note(evaluations)}
-<p><a href="viewer/index.html">Open the per-trigger viewer</a>: each trigger's context, rubric,
-responses and verdicts, models or judges side by side.</p>
+{_viewer_link(bool(others))}
 <h2>Weighted score per phase</h2>{bar_chart(board)}
 <h2>Leaderboard</h2>{table_html(ranked, PERCENT_COLUMNS)}
 <h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
@@ -169,7 +181,7 @@ responses and verdicts, models or judges side by side.</p>
 {other[0] if other else ""}
 </body></html>"""
     write_atomic(out / "report.html", page.encode("utf-8"))
-    viewer = write_viewer(evaluations, out / "viewer")
+    viewer = write_viewer(evaluations, out / "viewer", others, store)
     return {"leaderboard": board, "coverage": coverage, "paths": {
         "leaderboard.csv": str(out / "leaderboard.csv"), "report.html": str(out / "report.html"),
         "metrics": str(metrics_dir), "viewer": str(viewer)}}

@@ -18,7 +18,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import polars as pl
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ from ...common.errors import UserError
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
+from ..declarations import SampleView, ViewSpec
 from . import judging
 from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
 from .episode import FrameSets, sample_of, step_request, step_row
@@ -82,6 +83,16 @@ class ProactiveBenchVideo(Suite):
         self._frame_contexts: dict[str, FrameContext] = {}
 
     # The data.
+
+    def view_spec(self) -> ViewSpec:
+        from .views import SPEC
+
+        return SPEC
+
+    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
+        from .views import video_views
+
+        return video_views(self, store, judgments_key)
 
     def check_settings(self, settings: RunSettings) -> None:
         require_corpus(settings.corpus.path)
