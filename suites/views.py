@@ -8,15 +8,25 @@ the viewer's `media/` folder. Also the default views: a sample's judgments rows 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import polars as pl
 
 from ..cache.artifacts import ArtifactStore
-from .declarations import SampleView
+from .declarations import SampleView, StageNames
 
-if TYPE_CHECKING:
-    from .base import Suite
+
+class Viewed(Protocol):
+    """What the views below need of a suite (suites/base.py `Suite`)."""
+
+    @property
+    def stages(self) -> StageNames: ...
+
+    @property
+    def sample_key(self) -> tuple[str, ...]: ...
+
+    @property
+    def group_column(self) -> str: ...
 
 
 def shown(value: Any) -> Any:
@@ -44,7 +54,7 @@ def heading(value: str) -> dict[str, Any]:
     return {"t": "h", "text": value}
 
 
-def judgments_table_views(suite: "Suite", store: ArtifactStore, judgments_key: str
+def judgments_table_views(suite: Viewed, store: ArtifactStore, judgments_key: str
                           ) -> Iterator[SampleView]:
     """Each sample's judgments rows as a table; its outcome their status (or "mixed")."""
     judgments = store.get_by_key(suite.stages.judgments, judgments_key).frame()
@@ -67,7 +77,7 @@ def judgments_table_views(suite: "Suite", store: ArtifactStore, judgments_key: s
             sample_index=int(first.get("sample_index") or 0))
 
 
-def evaluation_tables(suite: "Suite", store: ArtifactStore, judgments_key: str
+def evaluation_tables(suite: Viewed, store: ArtifactStore, judgments_key: str
                       ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """An evaluation's samples, responses and judgments tables (its inputs, by the keys its
     judgments artifact recorded); an empty frame for an input no longer stored."""

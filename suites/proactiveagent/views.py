@@ -4,14 +4,11 @@ that verdict makes (whether help was wanted) and the cell of the confusion matri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from ...cache.artifacts import ArtifactStore
 from ..declarations import SampleView, ViewColumn, ViewSpec
-from ..views import evaluation_tables, facts, table
-
-if TYPE_CHECKING:
-    from ..base import Suite
+from ..views import Viewed, evaluation_tables, facts, table
 
 OUTCOMES = {"all right": "good", "FP": "mid", "FN": "mid", "FN+FP": "bad", "not scored": "none",
             "TP": "good", "TN": "good"}
@@ -36,7 +33,7 @@ def _trace_outcome(cells: list[str | None]) -> str:
     return "+".join(sorted(wrong)) if wrong else "all right"
 
 
-def trace_views(suite: "Suite", store: ArtifactStore, judgments_key: str
+def trace_views(suite: Viewed, store: ArtifactStore, judgments_key: str
                 ) -> Iterator[SampleView]:
     samples, responses, verdicts = evaluation_tables(suite, store, judgments_key)
     events = {(r["trace"], r["event_index"]): r for r in samples.iter_rows(named=True)}

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...cache.keys import content_key
 from ..declarations import SampleView, ViewColumn, ViewSpec
-from ..views import evaluation_tables, facts, heading, table, text
+from ..views import Viewed, evaluation_tables, facts, heading, table, text
 from .environment import View
 from .images import MEDIA_TYPES, image_bytes
-
-if TYPE_CHECKING:
-    from ..base import Suite
 
 OUTCOMES = {"correct": "good", "wrong": "bad", "right category": "good", "proactive": "mid",
             "neither": "bad"}
@@ -100,7 +97,7 @@ class _Images:
         return self.made[key]
 
 
-def episode_views(suite: "Suite", store: ArtifactStore, judgments_key: str
+def episode_views(suite: Viewed, store: ArtifactStore, judgments_key: str
                   ) -> Iterator[SampleView]:
     samples, steps, outcomes = evaluation_tables(suite, store, judgments_key)
     entries = {(r["dataset"], r["sample_id"]): r for r in samples.iter_rows(named=True)}

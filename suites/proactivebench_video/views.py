@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from ...cache.artifacts import ArtifactStore
 from ..declarations import SampleView, ViewColumn, ViewSpec
-from ..views import evaluation_tables, facts, heading, table
+from ..views import Viewed, evaluation_tables, facts, heading, table
 from .frames import MANIFEST
-
-if TYPE_CHECKING:
-    from ..base import Suite
 
 OUTCOMES = {"answered every turn": "good", "answered some turns": "mid", "no answer": "bad"}
 SPEC = ViewSpec((ViewColumn("question", "26%"), ViewColumn("part", "50px", filter=True),
@@ -65,7 +62,7 @@ def _mean(values: list[float | None]) -> float | None:
     return round(100 * sum(kept) / len(kept), 1) if kept else None
 
 
-def video_views(suite: "Suite", store: ArtifactStore, judgments_key: str
+def video_views(suite: Viewed, store: ArtifactStore, judgments_key: str
                 ) -> Iterator[SampleView]:
     samples, steps, turns = evaluation_tables(suite, store, judgments_key)
     rows = {(r["part"], r["question_id"]): r for r in samples.iter_rows(named=True)}
