@@ -2,7 +2,7 @@
 browser opens.
 
 The page (`index.html`) holds only the index: one small row per (sample, evaluation, draw)
-with its outcome, enough to filter and list 16 models x the largest suite at once. What one
+with its outcome (a number into the index's list of outcomes), enough to filter and list 16 models x the largest suite at once. What one
 sample shows (ProactBench: a trigger's context, rubric, and every evaluation's response and
 verdict; the other suites: the blocks their `Suite.sample_views` build) sits in its own
 `data/t<n>.js`, loaded when the sample is opened, by a script tag, so the folder works from
@@ -131,8 +131,13 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
         "suites": suites, "evaluations": entries,
         "short_models": short_names([e.model for e in everything]),
         "short_judges": short_names([e.judge for e in everything]),
-        "samples": samples, "rows": rows,
+        "samples": samples, "outcomes": [], "rows": rows,
     }
+    # Each row's outcome as a number into one list: 120,000 rows stay a few hundred kB.
+    numbers: dict[str, int] = {}
+    for row in rows:
+        row[3] = numbers.setdefault(row[3], len(numbers))
+    index["outcomes"] = list(numbers)
     return index, details
 
 

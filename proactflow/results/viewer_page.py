@@ -61,7 +61,7 @@ mark{background:#ffe066}.note{font-size:12px;color:#8a4b00}
 .blocktable{overflow-x:auto;margin:4px 0}
 .blocktable table{border-collapse:collapse;font-size:12px}
 .blocktable th,.blocktable td{border:1px solid #e2e2e8;padding:2px 5px;vertical-align:top;
- text-align:left;white-space:pre-wrap;overflow-wrap:anywhere;max-width:320px}
+ text-align:left;white-space:pre-wrap;overflow-wrap:break-word;max-width:320px}
 .blocktable th{background:#f3f5f8;white-space:nowrap}.blocktable tr.marked td{background:#fff6d6}
 img.thumb{height:54px;margin:1px;border:1px solid #ccd;vertical-align:middle}
 img.shot{max-width:100%;max-height:360px;border:1px solid #ccd}

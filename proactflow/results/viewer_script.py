@@ -108,7 +108,7 @@ function suiteEvaluations() {
 function fieldValues(field, cell, split) {
   if (cell === null) {
     const seen = distinct(INDEX.rows.filter(r => INDEX.samples[r[0]][0] === state.suite)
-                                     .map(r => r[3]));
+                                     .map(r => INDEX.outcomes[r[3]]));
     return [...Object.keys(suiteSpec().outcomes || {}).filter(o => seen.includes(o)),
             ...seen.filter(o => !(o in (suiteSpec().outcomes || {})))];
   }
@@ -169,7 +169,7 @@ function rowShown(row) {
   for (const [field, cell, split] of filterFields(suiteSpec())) {
     const wanted = state.fields[field];
     if (!wanted) continue;
-    const value = cell === null ? row[3] : String(sample[2 + cell]);
+    const value = cell === null ? INDEX.outcomes[row[3]] : String(sample[2 + cell]);
     if (split ? !value.split(", ").includes(wanted) : value !== wanted) return false;
   }
   return true;
@@ -191,7 +191,7 @@ function renderList() {
       ...cells,
       el("td", {title: evaluation.label + (row[2] ? ` (sample ${row[2]})` : "")},
          evaluation.short + (row[2] ? ` #${row[2]}` : "")),
-      el("td", {}, badge(row[3])));
+      el("td", {}, badge(INDEX.outcomes[row[3]])));
     tr.onclick = () => openSample(row[0]);
     body.appendChild(tr);
   }
@@ -385,5 +385,7 @@ function applyAddress() {
 }
 
 if (INDEX.suites.length) { buildFilters(); render(); applyAddress(); }
+// When the list was first on screen, in ms after navigation started (benchmarks/viewer_size.py).
+window.proactflowShown = performance.now();
 window.addEventListener("hashchange", applyAddress);
 """
