@@ -286,6 +286,11 @@ class Suite(ABC):
         multimodal suite: "oeg", "mcqa hint"); empty for a suite with one way to run."""
         return ""
 
+    def settings_variant(self, settings: RunSettings) -> str:
+        """`variant_name` from a run's settings, before any table exists: the console's title
+        and a sweep's folder names carry it."""
+        return ""
+
     # The viewer (results/viewer.py): what a person reads of one sample.
 
     def view_spec(self) -> ViewSpec:

@@ -281,7 +281,7 @@ api_base = "{fake.url}"
     assert set(board["dataset"]) == {"ROD", "IN-C", "all"}
     summary = (out / "sweep.md").read_text()
     assert "openai/first" in summary and "openai/second" in summary
-    assert (out / "openai_first__deterministic" / "metrics.csv").exists()
+    assert (out / "openai_first__rules__mcqa" / "metrics.csv").exists()
     assert "ProactiveBench (multimodal)" in (out / "report.html").read_text()
     # `proactflow report` has the suite's section, one row per evaluation and dataset.
     assert run_cli("report", ["--store", str(tmp_path / "store"),

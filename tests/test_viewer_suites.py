@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from browser import Browser, chromium_path
@@ -57,6 +58,37 @@ def test_report_writes_the_same_viewer_of_every_suite(store, tmp_path):
     assert [s["name"] for s in index["suites"]] == [
         "proactbench", "proactivebench-mllm", "proactivebench-video"]
     assert 'href="viewer/index.html"' in (tmp_path / "report" / "report.html").read_text()
+
+
+@needs_chromium
+def test_the_report_has_a_table_chart_and_anchors_per_suite_and_fits_the_screen(store, tmp_path):
+    out = tmp_path / "report"
+    assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for anchor in ("proactbench", "proactiveagent", "proactivebench-mllm",
+                   "proactivebench-mllm-mcqa", "proactivebench-video"):
+        assert f'id="{anchor}"' in page and f'href="#{anchor}"' in page
+    assert page.count("<table class='pivot'>") == 3  # ProactBench, multimodal MCQA, video
+    assert page.count("<svg") >= 3  # a chart per suite
+    # Proactive Agent's only run is incomplete: listed with what is missing, not dropped.
+    assert "Left out as incomplete" in page and "openai/agent judged by openai/reward" in page
+    assert "invalid reply 1" in page or "not scored:" in page
+    # Every evaluation has its own anchor in its suite's table.
+    mllm = pl.read_csv(out / "proactivebench_mllm_leaderboard.csv")
+    assert {"variant", "ci_low", "ci_high", "rank"} <= set(mllm.columns)
+    key = mllm["evaluation"][0]
+    assert f'id="proactivebench-mllm-{key[:10]}"' in page
+    assert mllm.filter(pl.col("dataset") == "all")["ci_low"][0] is not None
+    with Browser((out / "report.html").resolve().as_uri()) as browser:
+        browser.wait_for("document.querySelectorAll('table.pivot').length === 3")
+        assert browser.evaluate("document.documentElement.scrollWidth") <= 1400
+        widest = browser.evaluate("Math.max(...[...document.querySelectorAll('table')]"
+                                  ".filter(t => !t.closest('details'))"
+                                  ".map(t => t.getBoundingClientRect().right))")
+        assert widest <= 1400
+        shots = Path(os.environ.get("PROACTFLOW_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        browser.screenshot(shots / "report-suites.png")
 
 
 def loaded_images(page: Browser) -> list[list]:

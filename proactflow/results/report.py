@@ -24,6 +24,9 @@ from .suite_evaluations import suite_evaluations
 from .viewer import write_viewer
 from ..suites.proactbench.exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
+from ..suites.proactbench.corpus import PHASES
+from ..suites.proactbench.leaderboard import OVERALL
+from ..suites.report_views import fold, incomplete_list, pivot_table
 from ..suites.proactbench.agreement import judge_agreement
 from ..suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges
 from ..suites.proactbench.phase_scores import score_phases
@@ -83,6 +86,26 @@ def _trigger_sets_note(evaluations: list[Evaluation]) -> str:
             f"across sets are not comparable.</p><ul>{items}</ul>")
 
 
+def _incomplete_proactbench(store: ArtifactStore, shown: list[Evaluation],
+                            include_incomplete: bool) -> list[str]:
+    """A coverage line of each incomplete ProactBench evaluation left out of the report."""
+    if include_incomplete:
+        return []
+    keys = {e.key for e in shown}
+    found = stored_evaluations(store, include_incomplete=True)
+    return [coverage_line(e) for e in found if not e.complete and e.key not in keys]
+
+
+def _contents(body: str) -> str:
+    """Links to each suite's section (its <h2 id>) and each variant's (<h3 id>)."""
+    import re
+
+    found = re.findall(r'<h([23]) id="([^"]+)">(.*?)</h[23]>', body)
+    items = "".join(f'<li class="h{level}"><a href="#{anchor}">{re.sub("<[^>]+>", "", text)}'
+                    f"</a></li>" for level, anchor, text in found)
+    return f"<nav><ul class='contents'>{items}</ul></nav>" if len(found) > 1 else ""
+
+
 def _viewer_link(other_suites: bool) -> str:
     return ('<p><a href="viewer/index.html">Open the per-sample viewer</a>: '
             + ("every suite's samples (what each model saw, said and scored), "
@@ -130,8 +153,8 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
             raise UserError(f"no complete evaluations in {store.url} for this selection: run "
                             "'proactflow run' or 'proactflow import' first, or see "
                             "'proactflow report --help' for the selection options")
-        written = write_suite_page(out, "Proactivity report", _viewer_link(True) + other[0],
-                                   other[1])
+        written = write_suite_page(out, "Proactivity report",
+                                   _contents(other[0]) + _viewer_link(True) + other[0], other[1])
         written["paths"]["viewer"] = str(write_viewer([], out / "viewer", others, store))
         return written
     tagged = pl.concat([_tagged(e) for e in evaluations], how="diagonal_relaxed")
@@ -165,14 +188,22 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>ProactBench report</title><style>{STYLE}</style></head><body>
 <h1>ProactBench proactivity report</h1>
+{_contents('<h2 id="proactbench">ProactBench</h2>' + (other[0] if other else ""))}
 <p class="note">Weighted score = (PASS + 0.5 PARTIAL) / evaluated. Intervals: 95 % bootstrap over
 dialogues ({samples} resamples, seed {seed}). A rank such as 1-3 means the row's interval
 overlaps others': those rows are not separable at this sample size. Each row is one evaluation;
 where two share a model and judge, the label says what differs.</p>
 {_trigger_sets_note(evaluations)}
 {_viewer_link(bool(others))}
-<h2>Weighted score per phase</h2>{bar_chart(board)}
-<h2>Leaderboard</h2>{table_html(ranked, PERCENT_COLUMNS)}
+<h2 id="proactbench">ProactBench: weighted score per phase</h2>
+{pivot_table(board.filter(pl.col("phase").is_not_null()), suite="proactbench", group="phase",
+             value="weighted_score", low="ci_low", high="ci_high", scale=100,
+             groups=(*PHASES, OVERALL))}
+{bar_chart(board)}
+<h2 id="proactbench-leaderboard">Leaderboard</h2>
+{fold("Every column: counts, pass rate, rank ranges, trigger set",
+      table_html(ranked, PERCENT_COLUMNS))}
+{incomplete_list(_incomplete_proactbench(store, evaluations, include_incomplete))}
 <h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
 <h2>By persona category</h2>{table_html(categories, ("weighted_score",))}
 {agreement_section(agreement, disagreements)}

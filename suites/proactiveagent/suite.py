@@ -328,11 +328,11 @@ class ProactiveAgent(Suite):
         widest = board.sort("events", descending=True).unique("evaluation", keep="first")
         rows = [[row["model"], row["judge"], row["split"], percent(row["f1"]),
                  f"{percent(row['f1_ci_low'])}–{percent(row['f1_ci_high'])}",
-                 percent(row["precision"]), percent(row["recall"]), str(row["scored"]),
+                 str(row.get("rank") or "-"), percent(row["precision"]), percent(row["recall"]), str(row["scored"]),
                  str(row["events"])]
                 for row in widest.sort("f1", descending=True).iter_rows(named=True)]
-        return ["model", "judge", "split", "F1", "95 % CI", "precision", "recall", "scored",
-                "events"], rows
+        return ["model", "judge", "split", "F1", "95 % CI", "rank", "precision", "recall",
+                "scored", "events"], rows
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

@@ -96,6 +96,11 @@ class ProactiveBenchMllm(Suite):
         return " ".join([first["mode"], *(["hint"] if first["hint"] else []),
                          *(["reference"] if first["reference"] else [])])
 
+    def settings_variant(self, settings: RunSettings) -> str:
+        options = settings.suite_options
+        return " ".join([mode_of(settings), *(["hint"] if options.get("hint") else []),
+                         *(["reference"] if options.get("reference") else [])])
+
     def view_spec(self) -> ViewSpec:
         from .views import SPEC
 

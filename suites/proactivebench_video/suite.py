@@ -84,6 +84,10 @@ class ProactiveBenchVideo(Suite):
 
     # The data.
 
+    def settings_variant(self, settings: RunSettings) -> str:
+        parts = settings.corpus.parts
+        return f"parts {','.join(parts)}" if parts else ""
+
     def view_spec(self) -> ViewSpec:
         from .views import SPEC
 
@@ -297,9 +301,11 @@ class ProactiveBenchVideo(Suite):
         rows = board.filter(pl.col("part") == ALL_PARTS).sort(omega_column(0.5),
                                                               descending=True, nulls_last=True)
         half = omega_column(0.5)
-        return (["model", "judge", "turns", "PAUC w=0", "PAUC w=0.5", "95 % CI", "PAUC w=1"],
+        return (["model", "judge", "turns", "PAUC w=0", "PAUC w=0.5", "95 % CI", "rank",
+                 "PAUC w=1"],
                 [[row["model"], row["judge"], str(row["turns"]), _cell(row["pauc_0"]),
-                  _cell(row[half]), _interval(row, half), _cell(row["pauc_1"])]
+                  _cell(row[half]), _interval(row, half), str(row.get("rank") or "-"),
+                  _cell(row["pauc_1"])]
                  for row in rows.iter_rows(named=True)])
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
