@@ -107,7 +107,7 @@ th:nth-child(-n+4),td:nth-child(-n+4){text-align:left}thead th{background:#f6f6f
 table.pivot td{text-align:right}table.pivot td.name{text-align:left;white-space:normal;
 max-width:26rem}table.pivot small{color:#666}tr:target{background:#fff6d6}
 details{margin:.5rem 0}summary{cursor:pointer;color:#245;font-size:.9rem}
-ul.contents{font-size:.9rem;columns:2}ul.contents li.h3{margin-left:1.2rem}
+ul.contents{font-size:.9rem}ul.contents li.h3{margin-left:1.2rem}
 ul.incomplete{font-size:.85rem;color:#7d1a1a}
 .legend{font-size:.8rem;margin:.3rem 0 0 48px}.key{margin-right:1rem}.key i{display:inline-block;
 width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px}.note{color:#666;font-size:.85rem}
