@@ -50,6 +50,13 @@ def test_one_viewer_lists_every_suite_and_keeps_images_out_of_the_index(viewer):
     assert ".png" in media or ".jpg" in media
 
 
+def test_without_include_incomplete_the_viewer_says_what_it_left_out(store, tmp_path, capsys):
+    out = tmp_path / "viewer"
+    assert run_cli("view", ["--store", str(store), "--out", str(out), "--no-open"]) == 0
+    assert "1 incomplete evaluations of other suites not shown" in capsys.readouterr().out
+    assert "proactiveagent" not in [s["name"] for s in index_of(out)["suites"]]
+
+
 def test_report_writes_the_same_viewer_of_every_suite(store, tmp_path):
     assert run_cli("report", ["--store", str(store), "--out", str(tmp_path / "report")]) == 0
     index = index_of(tmp_path / "report" / "viewer")

@@ -121,6 +121,12 @@ def view_command(args: argparse.Namespace) -> int:
                         "whose calls partly failed)")
     page = write_viewer(evaluations, Path(args.out), others, store)
     print(f"wrote {page} ({frame_summary(evaluations, others)})")
+    if not args.include_incomplete and not args.corpus_revision:
+        left_out = len(suite_evaluations(store, runs=args.run, models=args.select_models,
+                                         include_incomplete=True)) - len(others)
+        if left_out:
+            print(f"{left_out} incomplete evaluations of other suites not shown (some calls "
+                  "failed): --include-incomplete shows them")
     if not args.no_open and not webbrowser.open(page.resolve().as_uri()):
         print("no browser found here: open that file in one")
     return 0

@@ -186,8 +186,9 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
         "rank", "label", "phase", "evaluated", "pass", "partial", "fail", "not_evaluated",
         *PERCENT_COLUMNS, "trigger_set", "source")
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
-<title>ProactBench report</title><style>{STYLE}</style></head><body>
-<h1>ProactBench proactivity report</h1>
+<title>{"Proactivity report" if other else "ProactBench report"}</title>
+<style>{STYLE}</style></head><body>
+<h1>{"Proactivity report" if other else "ProactBench proactivity report"}</h1>
 {_contents('<h2 id="proactbench">ProactBench</h2>' + (other[0] if other else ""))}
 <p class="note">Weighted score = (PASS + 0.5 PARTIAL) / evaluated. Intervals: 95 % bootstrap over
 dialogues ({samples} resamples, seed {seed}). A rank such as 1-3 means the row's interval

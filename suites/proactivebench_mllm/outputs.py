@@ -29,8 +29,14 @@ STEP_COLUMNS = ("dataset", "sample_id", "step", "sample_index", "status", "image
 
 
 def metrics_table(scores: pl.DataFrame) -> pl.DataFrame:
+    """The mode's columns, then `variant` ("mcqa", "mcqa hint", "mcqa reference", "oeg", "oeg
+    hint"): the file says which variant it scores."""
     mode = scores["mode"][0] if scores.height else "mcqa"
-    return scores.select(MCQA_METRICS if mode == "mcqa" else OEG_METRICS)
+    variant = pl.concat_str(
+        "mode", pl.when(pl.col("hint")).then(pl.lit(" hint")).otherwise(pl.lit("")),
+        pl.when(pl.col("reference")).then(pl.lit(" reference")).otherwise(pl.lit("")))
+    return scores.select(*(MCQA_METRICS if mode == "mcqa" else OEG_METRICS),
+                         variant.alias("variant"))
 
 
 def samples_table(responses: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
