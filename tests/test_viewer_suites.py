@@ -98,6 +98,16 @@ def test_the_report_has_a_table_chart_and_anchors_per_suite_and_fits_the_screen(
         browser.screenshot(shots / "report-suites.png")
 
 
+def test_report_selects_every_suites_evaluations_by_model(store, tmp_path):
+    out = tmp_path / "report"
+    assert run_cli("report", ["--store", str(store), "--out", str(out),
+                              "--model", "openai/seer"]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert 'id="proactivebench-mllm"' in page
+    assert 'id="proactivebench-video"' not in page and "tiny-model" not in page
+    assert [s["name"] for s in index_of(out / "viewer")["suites"]] == ["proactivebench-mllm"]
+
+
 def loaded_images(page: Browser) -> list[list]:
     """[file, complete, naturalWidth, naturalHeight] of each image of the open sample."""
     return page.evaluate("[...document.querySelectorAll('#detail img')].map(i => "

@@ -43,12 +43,17 @@ def import_command(args: argparse.Namespace) -> int:
 def report_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
     from ..results.report import write_report
+    from ..results.suite_evaluations import suite_evaluations
 
     store = ArtifactStore(args.store or default_store())
+    selection = args.run or args.select_models or args.corpus_revision
+    others = ([] if args.corpus_revision else suite_evaluations(
+        store, runs=args.run, models=args.select_models,
+        include_incomplete=args.include_incomplete)) if selection else None
     done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
                         evaluations=selected_evaluations(args, store),
                         published=Path(args.published) if args.published else None,
-                        include_incomplete=args.include_incomplete)
+                        include_incomplete=args.include_incomplete, others=others)
     for line in done["coverage"]:
         print(line)
     for path in done["paths"].values():

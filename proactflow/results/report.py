@@ -20,7 +20,7 @@ import polars as pl
 from ..cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
 from ..common.errors import UserError
 from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
-from .suite_evaluations import suite_evaluations
+from .suite_evaluations import SuiteEvaluation, suite_evaluations
 from .viewer import write_viewer
 from ..suites.proactbench.exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
@@ -127,23 +127,39 @@ def write_suite_page(out: Path, title: str, body: str, board: pl.DataFrame) -> d
 def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: int = 0,
                  evaluations: list[Evaluation] | None = None,
                  published: Path | None = None, other_suites: bool = True,
-                 include_incomplete: bool = False) -> dict[str, Any]:
+                 include_incomplete: bool = False,
+                 others: list[SuiteEvaluation] | None = None) -> dict[str, Any]:
     """Leaderboard, metrics and report.html over ProactBench's `evaluations` (default: every
-    complete evaluation in the store), with a section per other suite found in the store (all
-    of its complete evaluations; `published`: a folder of its published results files)."""
+    complete evaluation in the store), with a section per other suite found in the store over
+    `others` (default: all of its complete evaluations; `published`: a folder of Proactive
+    Agent's published results files)."""
     from ..suites.proactiveagent.report import section as proactiveagent_section
     from ..suites.proactivebench_mllm.report import section as mllm_section
     from ..suites.proactivebench_video.report import section as video_section
 
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
-    others = suite_evaluations(store, include_incomplete=include_incomplete) \
-        if other_suites else []
+    chosen = others is not None
+    if others is None:
+        others = suite_evaluations(store, include_incomplete=include_incomplete) \
+            if other_suites else []
     out.mkdir(parents=True, exist_ok=True)
+
+    def keys(suite: str) -> list[str] | None:
+        """A selection's evaluations of `suite` (None: every one in the store)."""
+        return [e.key for e in others or [] if e.suite.name == suite] if chosen else None
+
+    wanted = {name: keys(name) for name in
+              ("proactiveagent", "proactivebench-mllm", "proactivebench-video")}
     found = [proactiveagent_section(store, out, published_folder=published,
-                                    include_incomplete=include_incomplete),
-             mllm_section(store, out, include_incomplete=include_incomplete),
-             video_section(store, out, include_incomplete=include_incomplete)] \
-        if other_suites else []
+                                    keys=wanted["proactiveagent"],
+                                    include_incomplete=include_incomplete)
+             if wanted["proactiveagent"] != [] else None,
+             mllm_section(store, out, keys=wanted["proactivebench-mllm"],
+                          include_incomplete=include_incomplete)
+             if wanted["proactivebench-mllm"] != [] else None,
+             video_section(store, out, keys=wanted["proactivebench-video"],
+                           include_incomplete=include_incomplete)
+             if wanted["proactivebench-video"] != [] else None] if other_suites else []
     sections = [section for section in found if section is not None]
     other = ("\n".join(body for body, _ in sections),
              pl.concat([board for _, board in sections], how="diagonal_relaxed")) \
