@@ -98,6 +98,16 @@ def test_the_report_has_a_table_chart_and_anchors_per_suite_and_fits_the_screen(
         browser.screenshot(shots / "report-suites.png")
 
 
+def test_the_mcqa_scorer_has_one_name_in_runs_ls_and_the_report(store, tmp_path, capsys):
+    assert run_cli("runs", ["ls", "--store", str(store)]) == 0
+    assert "openai/seer judged by rules" in capsys.readouterr().out
+    out = tmp_path / "report"
+    assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
+    board = pl.read_csv(out / "proactivebench_mllm_leaderboard.csv")
+    assert set(board["judge"]) == {"rules"} and "deterministic" not in \
+        (out / "report.html").read_text(encoding="utf-8")
+
+
 def test_report_selects_every_suites_evaluations_by_model(store, tmp_path):
     out = tmp_path / "report"
     assert run_cli("report", ["--store", str(store), "--out", str(out),
