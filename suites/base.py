@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterator
 
 import polars as pl
 from pydantic import BaseModel
@@ -36,7 +36,8 @@ from pydantic import BaseModel
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import ModelRole, RunSettings
 from ..providers.chat import ChatOutcome, ChatRequest
-from .declarations import DataSource, Prompts, StageNames, Step, Tables
+from .declarations import (DataSource, Prompts, SampleView, StageNames, Step, Tables, ViewColumn,
+                           ViewSpec)
 
 
 class Suite(ABC):
@@ -279,6 +280,33 @@ class Suite(ABC):
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """The sweep summary's table: column names and one row per evaluation."""
         return list(board.columns), [[_cell(v) for v in row] for row in board.rows()]
+
+    def variant_name(self, judgments: pl.DataFrame) -> str:
+        """What tells an evaluation's variant apart in titles, folder names and labels (the
+        multimodal suite: "oeg", "mcqa hint"); empty for a suite with one way to run."""
+        return ""
+
+    def settings_variant(self, settings: RunSettings) -> str:
+        """`variant_name` from a run's settings, before any table exists: the console's title
+        and a sweep's folder names carry it."""
+        return ""
+
+    # The viewer (results/viewer.py): what a person reads of one sample.
+
+    def view_spec(self) -> ViewSpec:
+        """The viewer's list for this suite. By default the sample key's columns and the group
+        column, which is also a filter."""
+        key = [column for column in self.sample_key if column != "sample_index"]
+        second = key[1] if len(key) > 1 else "sample_index"
+        return ViewSpec((ViewColumn(key[0], "26%"), ViewColumn(second, "60px"),
+                         ViewColumn(self.group_column, "84px", filter=True)))
+
+    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
+        """What the viewer shows of each sample of one evaluation (a judgments artifact). By
+        default each sample's judgments rows as a table, its outcome their status."""
+        from .views import judgments_table_views
+
+        return judgments_table_views(self, store, judgments_key)
 
     def check_settings(self, settings: RunSettings) -> None:
         """One-line UserErrors for settings this suite cannot take (before any call)."""

@@ -64,3 +64,49 @@ class Prompts:
 
     def hashes(self) -> dict[str, str]:
         return {name: prompt.sha256 for name, prompt in sorted(self.by_name.items())}
+
+
+@dataclass(frozen=True)
+class ViewColumn:
+    """A column of the viewer's list for one suite: its header, its width (CSS), and whether
+    the page offers it as a filter (`split` for a cell holding several values joined by ", ",
+    a sample then matching each of them)."""
+
+    name: str
+    width: str = "auto"
+    filter: bool = False
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """How the viewer lists one suite's samples (suites/base.py, `Suite.view_spec`): three
+    columns of the list, the word for a row's outcome, and the outcomes, each with its tone
+    ("good", "bad", "mid" or "none") for its colour."""
+
+    columns: tuple[ViewColumn, ...]
+    outcome_name: str = "outcome"
+    outcomes: dict[str, str] = field(default_factory=dict)
+    extra_filters: tuple[str, ...] = ()
+    """Names of cells beyond the listed columns, offered as filters (ProactBench: category)."""
+    title: str = ""
+    """The suite's name in the viewer (default: its display name)."""
+    outcome_width: str = "130px"
+
+
+@dataclass
+class SampleView:
+    """What the viewer shows of one sample in one evaluation (`Suite.sample_views`).
+
+    `cells` fill the list's columns and the extra filters, in the spec's order; `shared` is
+    what every evaluation of the sample shows alike (the question, the gold answer) and
+    `result` this evaluation's own part (its replies, images, scores), both as blocks the page
+    draws (results/viewer_script.py: text, facts, table, image). `files` are the images the
+    blocks name (`media/<name>`): bytes, or a path to copy; written once per name."""
+
+    sample: str
+    cells: tuple[str, ...]
+    outcome: str
+    shared: list[dict[str, Any]]
+    result: list[dict[str, Any]]
+    sample_index: int = 0
+    files: dict[str, Any] = field(default_factory=dict)

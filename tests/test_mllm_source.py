@@ -88,6 +88,17 @@ def test_a_corpus_folder_gets_a_new_revision_when_an_image_is_replaced(tmp_path)
     assert source.folder_revision(moved, datasets) != before
 
 
+def test_a_corpus_folder_has_one_revision_whatever_datasets_are_chosen(tmp_path):
+    """Runs of one folder on ROD alone and on every dataset share its revision: filtering by
+    revision does not split them (the selection is a key setting of its own)."""
+    generate_corpus(tmp_path / "corpus", per_dataset=2)
+    alone = source.folder_revision(tmp_path / "corpus", (BY_SHORT["ROD"],))
+    assert source.folder_revision(tmp_path / "corpus", tuple(BY_SHORT.values())) == alone
+    (tmp_path / "corpus" / BY_SHORT["QD"].file_name).unlink()
+    with pytest.raises(UserError, match="QuickDraw|does not exist"):
+        source.folder_revision(tmp_path / "corpus", (BY_SHORT["QD"],))
+
+
 def test_datasets_whose_archives_share_a_top_folder_both_stay(hub, tmp_path):
     """Two datasets extracted one after the other into a shared top folder: the second adds to
     it, never replaces it."""

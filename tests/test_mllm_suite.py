@@ -52,6 +52,7 @@ def test_mcqa_steps_carry_the_images_the_environment_shows(tmp_path, capsys):
         assert steps["image_sha256"].drop_nulls().len() == expected.calls
         metrics = pl.read_csv(out / "metrics.csv")
         assert metrics.columns[:4] == ["dataset", "samples", "acc", "ps"]
+        assert set(metrics["variant"]) == {"mcqa"} and "cp" not in metrics.columns
         for row in metrics.iter_rows(named=True):
             ended = [e for (d, _), e in expected.episodes.items()
                      if row["dataset"] in (d, "all") and e["stop_reason"] != "environment_crash"]
@@ -72,7 +73,7 @@ def test_mcqa_steps_carry_the_images_the_environment_shows(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("variant", ["--hint", "--reference"])
-def test_the_hint_and_reference_variants(tmp_path, variant):
+def test_the_hint_and_reference_variants(tmp_path, variant, capsys):
     corpus, wheel = make_corpus(tmp_path, per_dataset=3)
     expected = expected_mcqa(corpus, range(3), hint=variant == "--hint",
                              reference=variant == "--reference")
@@ -84,6 +85,11 @@ def test_the_hint_and_reference_variants(tmp_path, variant):
                         "--eval-api-base", fake.url, "--store", str(tmp_path / "store"),
                         "--out", str(out)])
         assert wrong == [] and fake.calls["seer"] == len(expected.replies)
+    # The variant is named in the console's title and in metrics.csv.
+    name = "mcqa " + variant[2:]
+    title = f"ProactiveBench (multimodal), {name.upper()}: openai/seer judged by rules"
+    assert title in " ".join(capsys.readouterr().out.split())  # rich wraps a long title
+    assert set(pl.read_csv(out / "metrics.csv")["variant"]) == {name}
     samples = pl.read_csv(out / "samples.csv")
     assert {(r["dataset"], r["sample_id"]): r["num_turns"] for r in samples.iter_rows(
         named=True)} == {key: e["num_turns"] for key, e in expected.episodes.items()}
@@ -141,6 +147,7 @@ def test_oeg_scores_by_hand(tmp_path):
         assert fake.requests[0]["max_tokens"] == 2 ** 15
     metrics = pl.read_csv(out / "metrics.csv")
     assert metrics.columns[:5] == ["dataset", "samples", "ps", "cp", "agg"]
+    assert set(metrics["variant"]) == {"oeg"} and "acc" not in metrics.columns
     table = {r["dataset"]: (r["samples"], r["scored"], r["ps"], r["cp"], r["agg"],
                             r["judge_errors"], r["upstream_ps"], r["upstream_agg"])
              for r in metrics.iter_rows(named=True)}
@@ -281,7 +288,7 @@ api_base = "{fake.url}"
     assert set(board["dataset"]) == {"ROD", "IN-C", "all"}
     summary = (out / "sweep.md").read_text()
     assert "openai/first" in summary and "openai/second" in summary
-    assert (out / "openai_first__deterministic" / "metrics.csv").exists()
+    assert (out / "openai_first__rules__mcqa" / "metrics.csv").exists()
     assert "ProactiveBench (multimodal)" in (out / "report.html").read_text()
     # `proactflow report` has the suite's section, one row per evaluation and dataset.
     assert run_cli("report", ["--store", str(tmp_path / "store"),

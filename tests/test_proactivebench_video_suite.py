@@ -149,6 +149,8 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
         by_part: dict[str, list[tuple[float, ...]]] = {}
         for (part, _), values in EXPECTED_TURNS.items():
             by_part.setdefault(part, []).append(values)
+            by_part.setdefault("all", []).append(values)
+        assert metrics["part"].to_list() == ["WEB", "EGO", "TV", "VAD", "all"]
         for row in metrics.iter_rows(named=True):
             mine = by_part[row["part"]]
             assert row["turns"] == len(mine)
@@ -199,7 +201,8 @@ def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_pa
     steps = pl.read_csv(out / "steps.csv").filter(pl.col("part") == "VAD")
     assert steps["status"].to_list() == ["error"] and "cannot decode" in steps["message"][0]
     metrics = pl.read_csv(out / "metrics.csv")
-    assert metrics.select("part", "turns").rows() == [("WEB", 1), ("TV", 0), ("VAD", 0)]
+    assert metrics.select("part", "turns").rows() == [("WEB", 1), ("TV", 0), ("VAD", 0),
+                                                      ("all", 1)]
     parts = {row["part"]: row for row in json.loads((out / "metrics.json").read_text())["parts"]}
     assert (parts["TV"]["judge_errors"], parts["VAD"]["errors"]) == (1, 1)
 
@@ -251,7 +254,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
     assert len(set(first) & set(second)) <= 2  # only the calls in flight at the kill
     assert len(second) == len(set(second))
     assert len(set(first) | set(second)) == 4 * 24
-    assert pl.read_csv(tmp_path / "out" / "metrics.csv")["turns"].to_list() == [4]
+    assert pl.read_csv(tmp_path / "out" / "metrics.csv")["turns"].to_list() == [4, 4]
 
 
 def test_the_suite_is_registered():

@@ -59,6 +59,14 @@ def test_a_suite_defined_in_tests_runs_without_touching_the_generic_code(tmp_pat
         assert fake.calls["calc"] == 0  # cached like every suite
     stored = {p.parent.name for p in (tmp_path / "store" / "artifacts").rglob("*.parquet")}
     assert stored == {"tiny_questions", "tiny_answers", "tiny_checks", "tiny_scores"}
+    # The viewer shows it by the seam's defaults: a row per sample, its judgments as a table.
+    assert run_cli("view", ["--store", str(tmp_path / "store"), "--out",
+                            str(tmp_path / "viewer"), "--no-open"]) == 0
+    page = (tmp_path / "viewer" / "index.html").read_text(encoding="utf-8")
+    index = json.loads(page[page.index("const INDEX = ") + 14:page.index(";\nconst PAGE_SIZE")])
+    assert [s["name"] for s in index["suites"]] == ["tiny"]
+    assert [c[0] for c in index["suites"][0]["columns"]] == ["chain", "step", "level"]
+    assert len(index["rows"]) == 4 and len(list((tmp_path / "viewer" / "data").iterdir())) == 4
 
 
 def test_unknown_suite_is_one_line_listing_the_known_ones(capsys):

@@ -151,7 +151,8 @@ def add_selection_options(parser) -> None:
     group.add_argument("--model", dest="select_models", action="append", metavar="MODEL",
                        help="only evaluations of this model under test (repeatable)")
     group.add_argument("--corpus-revision", metavar="REV",
-                       help="only evaluations on this corpus revision (a prefix)")
+                       help="only ProactBench evaluations on this corpus revision (a "
+                            "prefix; the other suites are then left out)")
     group.add_argument("--include-incomplete", action="store_true",
                        help="also evaluations whose calls partly failed (their missing "
                             "triggers are counted as not evaluated)")

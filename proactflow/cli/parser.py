@@ -20,18 +20,23 @@ from .sweeping import serve_command, sweep_command
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="proactflow",
-        description="Measure how proactive an LLM is, on a benchmark suite: ProactBench "
-                    "(default: regenerate the assistant reply at each trigger point of the "
-                    "corpus, have a judge score it against the trigger's rubric, report "
-                    "PASS/PARTIAL/FAIL rates per phase) or Proactive Agent's ProactiveBench "
+        description="Measure how proactive an LLM is, on one of four benchmark suites: "
+                    "ProactBench (default: regenerate the assistant reply at each trigger point "
+                    "of the corpus, have a judge score it against the trigger's rubric, report "
+                    "PASS/PARTIAL/FAIL rates per phase); Proactive Agent's ProactiveBench "
                     "(--suite proactiveagent: the model proposes a task or none at each event of "
-                    "a trace, a reward model accepts or rejects it, F1 per split). Every stage "
-                    "is a cached Parquet artifact, run as a Prefect flow.",
+                    "a trace, a reward model accepts or rejects it, F1 per split); the "
+                    "multimodal ProactiveBench (--suite proactivebench-mllm: an image model may "
+                    "ask to move an occluder, rotate, deblur... before it names the category, "
+                    "acc and proactive steps per dataset); the video ProactiveBench (--suite "
+                    "proactivebench-video: a video model watches second by second and answers "
+                    "when it should, PAUC per part). Every stage is a cached Parquet artifact, "
+                    "run as a Prefect flow.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     specs = {
         "run": "generate responses, judge them and score each group (ProactBench: phase; "
-               "ProactiveBench: split)",
+               "Proactive Agent: split; multimodal: dataset; video: part)",
         "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
         "status": "show what the store holds for these settings: calls cached, failed and "
                   "still to make, and each stage's artifact; makes no call",
@@ -91,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "actually used is recorded either way")
         corpus.add_argument("--limit", type=positive_int, metavar="N",
                             help="evaluate only the first N dialogues (proactiveagent: traces, "
-                                 "in name order; proactivebench-video: samples of each part)")
+                                 "in name order; proactivebench-mllm: samples of each dataset; "
+                                 "proactivebench-video: samples of each part)")
         corpus.add_argument("--samples", type=positive_int, default=1, metavar="K",
                             help="draw K responses per trigger and judge each (default: 1); "
                                  "with K > 1, --out adds trigger_scores.csv with each trigger's "
@@ -120,8 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
         add_store_option(where)
         add_database_option(where)
         where.add_argument("--out", metavar="DIR",
-                           help="also write phase_scores.csv/.parquet, results.jsonl and "
-                                "metrics.json (upstream's shapes) here")
+                           help="also write the suite's exports here: ProactBench "
+                                "phase_scores.csv/.parquet, results.jsonl and metrics.json "
+                                "(upstream's shapes); proactiveagent metrics.csv, metrics.json, "
+                                "split_scores.csv, events.csv; proactivebench-mllm metrics.csv "
+                                "(a row per dataset and all), metrics.json, samples.csv, "
+                                "steps.csv; proactivebench-video metrics.csv (a row per part "
+                                "and all), metrics.json, turns.csv, samples.csv, steps.csv")
         run = sub.add_argument_group("execution")
         run.add_argument("--concurrency", type=positive_int, default=16, metavar="N",
                          help="calls in flight per role's model, together with every other "
@@ -209,13 +220,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser(
         "report", help="leaderboard with confidence intervals, metrics and an HTML report",
-        description="Build a leaderboard over every (model, judge) in the store with 95 %% "
-                    "bootstrap intervals that resample dialogues, upstream-shaped metrics per "
-                    "(model, judge), and a self-contained report.html.")
+        description="Build a leaderboard over every evaluation in the store, of every suite "
+                    "found there: per suite a model x group table (ProactBench phases, Proactive "
+                    "Agent splits, multimodal datasets per variant, video parts) with 95 % "
+                    "bootstrap intervals and rank ranges, a chart, the full tables behind a "
+                    "toggle, incomplete evaluations listed with what they miss; ProactBench's "
+                    "upstream-shaped metrics per evaluation; a self-contained report.html and "
+                    "the per-sample viewer in viewer/.")
     add_store_option(report)
     report.add_argument("--out", required=True, metavar="DIR",
-                        help="writes leaderboard.csv/.parquet, report.html and "
-                             "metrics/<model>__<judge>.json here")
+                        help="writes report.html, viewer/, ProactBench's leaderboard.csv/"
+                             ".parquet and metrics/<model>__<judge>.json, and each other "
+                             "suite's <suite>_leaderboard.csv here")
     report.add_argument("--bootstrap", type=positive_int, default=1000, metavar="N",
                         help="bootstrap resamples (default: 1000)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
@@ -254,13 +270,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: nightly-sweep)")
     serve.set_defaults(handler=serve_command)
     view = commands.add_parser(
-        "view", help="open the per-trigger viewer: context, rubric, responses and verdicts",
-        description="Write a viewer of the store's judgments (a folder: index.html and one "
-                    "data file per trigger, loaded when opened; no server needed) and open it "
-                    "in a browser. Filter by model, judge, phase, verdict and category; open a "
-                    "trigger to read its context, rubric, each response with the judge's "
-                    "evidence highlighted, and the verdict and rationale; tick two models or "
-                    "two judges to see them side by side. 'proactflow report' writes one too.")
+        "view", help="open the per-sample viewer of every suite: what each model saw, said "
+                     "and scored",
+        description="Write a viewer of the store's evaluations, of every suite found there (a "
+                    "folder: index.html, one data file per sample loaded when opened, and the "
+                    "images the models saw under media/; no server needed) and open it in a "
+                    "browser. ProactBench: a trigger's context, rubric, each response with the "
+                    "judge's evidence highlighted, verdict and rationale. Proactive Agent: a "
+                    "trace's events with each proposal, the reward model's verdict, the gold "
+                    "label and TP/FP/TN/FN. Multimodal: an episode's steps with the exact image "
+                    "shown, options, reply, readings and stop reason. Video: a timeline of "
+                    "frames, subtitles and replies, the gold turns' windows, judge scores and "
+                    "PAUC. Filter by suite, model, judge and the suite's groups and outcomes; "
+                    "tick two models to see them side by side; the address names the open "
+                    "sample and filters. 'proactflow report' writes one too.")
     add_store_option(view)
     view.add_argument("--out", default="proactflow-viewer", metavar="DIR",
                       help="folder to write the viewer to (default: ./proactflow-viewer)")

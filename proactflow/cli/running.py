@@ -26,9 +26,12 @@ def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: 
     if not scores:
         return
     suite = suite_of(settings)
-    columns = suite.console_columns()
-    table = Table(title=f"{suite.display_name}: {settings.model_under_test.model} judged by "
-                        f"{settings.judge_name}")
+    # A column every row leaves empty (MCQA's cp and agg, OEG's acc) is not shown.
+    columns = [(header, show) for header, show in suite.console_columns()
+               if any(show(row) not in ("-", "") for row in scores)]
+    variant = suite.settings_variant(settings)
+    table = Table(title=f"{suite.display_name}{', ' + variant.upper() if variant else ''}: "
+                        f"{settings.model_under_test.model} judged by {settings.judge_name}")
     for index, (header, _) in enumerate(columns):
         table.add_column(header, justify="left" if index == 0 else "right")
     for row in scores:

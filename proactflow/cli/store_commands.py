@@ -43,12 +43,17 @@ def import_command(args: argparse.Namespace) -> int:
 def report_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
     from ..results.report import write_report
+    from ..results.suite_evaluations import suite_evaluations
 
     store = ArtifactStore(args.store or default_store())
+    selection = args.run or args.select_models or args.corpus_revision
+    others = ([] if args.corpus_revision else suite_evaluations(
+        store, runs=args.run, models=args.select_models,
+        include_incomplete=args.include_incomplete)) if selection else None
     done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
                         evaluations=selected_evaluations(args, store),
                         published=Path(args.published) if args.published else None,
-                        include_incomplete=args.include_incomplete)
+                        include_incomplete=args.include_incomplete, others=others)
     for line in done["coverage"]:
         print(line)
     for path in done["paths"].values():
@@ -107,16 +112,26 @@ def view_command(args: argparse.Namespace) -> int:
     import webbrowser
 
     from ..cache.artifacts import ArtifactStore
+    from ..results.suite_evaluations import suite_evaluations
     from ..results.viewer import frame_summary, write_viewer
 
     store = ArtifactStore(args.store or default_store())
     evaluations = selected_evaluations(args, store)
-    if not evaluations:
+    others = [] if args.corpus_revision else suite_evaluations(
+        store, runs=args.run, models=args.select_models,
+        include_incomplete=args.include_incomplete)
+    if not evaluations and not others:
         raise UserError(f"no evaluations in {store.url} for this selection: run 'proactflow "
                         "run' or 'proactflow import' first (--include-incomplete shows runs "
                         "whose calls partly failed)")
-    page = write_viewer(evaluations, Path(args.out))
-    print(f"wrote {page} ({frame_summary(evaluations)})")
+    page = write_viewer(evaluations, Path(args.out), others, store)
+    print(f"wrote {page} ({frame_summary(evaluations, others)})")
+    if not args.include_incomplete and not args.corpus_revision:
+        left_out = len(suite_evaluations(store, runs=args.run, models=args.select_models,
+                                         include_incomplete=True)) - len(others)
+        if left_out:
+            print(f"{left_out} incomplete evaluations of other suites not shown (some calls "
+                  "failed): --include-incomplete shows them")
     if not args.no_open and not webbrowser.open(page.resolve().as_uri()):
         print("no browser found here: open that file in one")
     return 0

@@ -34,6 +34,10 @@ HUB_FILENAME = "final_dialogues.jsonl"
 UPSTREAM_PROMPT_COMMIT = "64f6270b9ddd07e123b3324f6f3da836948a4338"
 UPSTREAM_PROMPT_SHA256 = "22f73655aaf72d37ef4726845ef9a85ed4b43a26194f5f77797a54eff86a6262"
 PAPER_JUDGE = "gpt-5.4"
+RULES = "rules"
+"""What scores a suite without a judge model (the multimodal MCQA: the package's rules): the
+one name the console, sweep folders, the report, leaderboards and `runs ls` give it, as its
+judgments' `judge` column does."""
 
 class ModelRole(BaseModel):
     """A model in one role of the run."""
@@ -254,7 +258,7 @@ class RunSettings(BaseModel):
     @property
     def judge_name(self) -> str:
         """The judge's model, or what scores the responses when no model does."""
-        return self.judge.model if self.judge is not None else "deterministic"
+        return self.judge.model if self.judge is not None else RULES
 
     @property
     def protocol_conformant(self) -> bool:

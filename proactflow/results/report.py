@@ -20,9 +20,13 @@ import polars as pl
 from ..cache.artifacts import ArtifactStore, write_atomic, write_parquet_atomic
 from ..common.errors import UserError
 from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
+from .suite_evaluations import SuiteEvaluation, suite_evaluations
 from .viewer import write_viewer
 from ..suites.proactbench.exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
+from ..suites.proactbench.corpus import PHASES
+from ..suites.proactbench.leaderboard import OVERALL
+from ..suites.report_views import fold, incomplete_list, pivot_table
 from ..suites.proactbench.agreement import judge_agreement
 from ..suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges
 from ..suites.proactbench.phase_scores import score_phases
@@ -82,6 +86,33 @@ def _trigger_sets_note(evaluations: list[Evaluation]) -> str:
             f"across sets are not comparable.</p><ul>{items}</ul>")
 
 
+def _incomplete_proactbench(store: ArtifactStore, shown: list[Evaluation],
+                            include_incomplete: bool) -> list[str]:
+    """A coverage line of each incomplete ProactBench evaluation left out of the report."""
+    if include_incomplete:
+        return []
+    keys = {e.key for e in shown}
+    found = stored_evaluations(store, include_incomplete=True)
+    return [coverage_line(e) for e in found if not e.complete and e.key not in keys]
+
+
+def _contents(body: str) -> str:
+    """Links to each suite's section (its <h2 id>) and each variant's (<h3 id>)."""
+    import re
+
+    found = re.findall(r'<h([23]) id="([^"]+)">(.*?)</h[23]>', body)
+    items = "".join(f'<li class="h{level}"><a href="#{anchor}">{re.sub("<[^>]+>", "", text)}'
+                    f"</a></li>" for level, anchor, text in found)
+    return f"<nav><ul class='contents'>{items}</ul></nav>" if len(found) > 1 else ""
+
+
+def _viewer_link(other_suites: bool) -> str:
+    return ('<p><a href="viewer/index.html">Open the per-sample viewer</a>: '
+            + ("every suite's samples (what each model saw, said and scored), "
+               if other_suites else "each trigger's context, rubric, responses and verdicts, ")
+            + "models or judges side by side.</p>")
+
+
 def write_suite_page(out: Path, title: str, body: str, board: pl.DataFrame) -> dict[str, Any]:
     """report.html holding one suite's section (a suite without ProactBench's report)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -96,21 +127,39 @@ def write_suite_page(out: Path, title: str, body: str, board: pl.DataFrame) -> d
 def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: int = 0,
                  evaluations: list[Evaluation] | None = None,
                  published: Path | None = None, other_suites: bool = True,
-                 include_incomplete: bool = False) -> dict[str, Any]:
+                 include_incomplete: bool = False,
+                 others: list[SuiteEvaluation] | None = None) -> dict[str, Any]:
     """Leaderboard, metrics and report.html over ProactBench's `evaluations` (default: every
-    complete evaluation in the store), with a section per other suite found in the store (all
-    of its complete evaluations; `published`: a folder of its published results files)."""
+    complete evaluation in the store), with a section per other suite found in the store over
+    `others` (default: all of its complete evaluations; `published`: a folder of Proactive
+    Agent's published results files)."""
     from ..suites.proactiveagent.report import section as proactiveagent_section
     from ..suites.proactivebench_mllm.report import section as mllm_section
     from ..suites.proactivebench_video.report import section as video_section
 
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
+    chosen = others is not None
+    if others is None:
+        others = suite_evaluations(store, include_incomplete=include_incomplete) \
+            if other_suites else []
     out.mkdir(parents=True, exist_ok=True)
+
+    def keys(suite: str) -> list[str] | None:
+        """A selection's evaluations of `suite` (None: every one in the store)."""
+        return [e.key for e in others or [] if e.suite.name == suite] if chosen else None
+
+    wanted = {name: keys(name) for name in
+              ("proactiveagent", "proactivebench-mllm", "proactivebench-video")}
     found = [proactiveagent_section(store, out, published_folder=published,
-                                    include_incomplete=include_incomplete),
-             mllm_section(store, out, include_incomplete=include_incomplete),
-             video_section(store, out, include_incomplete=include_incomplete)] \
-        if other_suites else []
+                                    keys=wanted["proactiveagent"],
+                                    include_incomplete=include_incomplete)
+             if wanted["proactiveagent"] != [] else None,
+             mllm_section(store, out, keys=wanted["proactivebench-mllm"],
+                          include_incomplete=include_incomplete)
+             if wanted["proactivebench-mllm"] != [] else None,
+             video_section(store, out, keys=wanted["proactivebench-video"],
+                           include_incomplete=include_incomplete)
+             if wanted["proactivebench-video"] != [] else None] if other_suites else []
     sections = [section for section in found if section is not None]
     other = ("\n".join(body for body, _ in sections),
              pl.concat([board for _, board in sections], how="diagonal_relaxed")) \
@@ -120,7 +169,10 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
             raise UserError(f"no complete evaluations in {store.url} for this selection: run "
                             "'proactflow run' or 'proactflow import' first, or see "
                             "'proactflow report --help' for the selection options")
-        return write_suite_page(out, "Proactivity report", other[0], other[1])
+        written = write_suite_page(out, "Proactivity report",
+                                   _contents(other[0]) + _viewer_link(True) + other[0], other[1])
+        written["paths"]["viewer"] = str(write_viewer([], out / "viewer", others, store))
+        return written
     tagged = pl.concat([_tagged(e) for e in evaluations], how="diagonal_relaxed")
     board = build_leaderboard(tagged, samples=samples, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -150,17 +202,25 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
         "rank", "label", "phase", "evaluated", "pass", "partial", "fail", "not_evaluated",
         *PERCENT_COLUMNS, "trigger_set", "source")
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
-<title>ProactBench report</title><style>{STYLE}</style></head><body>
-<h1>ProactBench proactivity report</h1>
+<title>{"Proactivity report" if other else "ProactBench report"}</title>
+<style>{STYLE}</style></head><body>
+<h1>{"Proactivity report" if other else "ProactBench proactivity report"}</h1>
+{_contents('<h2 id="proactbench">ProactBench</h2>' + (other[0] if other else ""))}
 <p class="note">Weighted score = (PASS + 0.5 PARTIAL) / evaluated. Intervals: 95 % bootstrap over
 dialogues ({samples} resamples, seed {seed}). A rank such as 1-3 means the row's interval
 overlaps others': those rows are not separable at this sample size. Each row is one evaluation;
 where two share a model and judge, the label says what differs.</p>
 {_trigger_sets_note(evaluations)}
-<p><a href="viewer/index.html">Open the per-trigger viewer</a>: each trigger's context, rubric,
-responses and verdicts, models or judges side by side.</p>
-<h2>Weighted score per phase</h2>{bar_chart(board)}
-<h2>Leaderboard</h2>{table_html(ranked, PERCENT_COLUMNS)}
+{_viewer_link(bool(others))}
+<h2 id="proactbench">ProactBench: weighted score per phase</h2>
+{pivot_table(board.filter(pl.col("phase").is_not_null()), suite="proactbench", group="phase",
+             value="weighted_score", low="ci_low", high="ci_high", scale=100,
+             groups=(*PHASES, OVERALL))}
+{bar_chart(board)}
+<h2 id="proactbench-leaderboard">Leaderboard</h2>
+{fold("Every column: counts, pass rate, rank ranges, trigger set",
+      table_html(ranked, PERCENT_COLUMNS))}
+{incomplete_list(_incomplete_proactbench(store, evaluations, include_incomplete))}
 <h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
 <h2>By persona category</h2>{table_html(categories, ("weighted_score",))}
 {agreement_section(agreement, disagreements)}
@@ -169,7 +229,7 @@ responses and verdicts, models or judges side by side.</p>
 {other[0] if other else ""}
 </body></html>"""
     write_atomic(out / "report.html", page.encode("utf-8"))
-    viewer = write_viewer(evaluations, out / "viewer")
+    viewer = write_viewer(evaluations, out / "viewer", others, store)
     return {"leaderboard": board, "coverage": coverage, "paths": {
         "leaderboard.csv": str(out / "leaderboard.csv"), "report.html": str(out / "report.html"),
         "metrics": str(metrics_dir), "viewer": str(viewer)}}

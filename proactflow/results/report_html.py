@@ -104,6 +104,11 @@ white-space:nowrap;
 border-bottom:1px solid #e5e5e5;text-align:right}
 th:nth-child(-n+4),td:nth-child(-n+4){text-align:left}thead th{background:#f6f6f6}
 .wrap td{white-space:normal;text-align:left;vertical-align:top;min-width:5rem}
+table.pivot td,table.pivot th{text-align:right}table.pivot th:first-child{text-align:left}table.pivot td.name{text-align:left;white-space:normal;
+max-width:26rem}table.pivot small{color:#666}tr:target{background:#fff6d6}
+details{margin:.5rem 0}summary{cursor:pointer;color:#245;font-size:.9rem}
+ul.contents{font-size:.9rem}ul.contents li.h3{margin-left:1.2rem}
+ul.incomplete{font-size:.85rem;color:#7d1a1a}
 .legend{font-size:.8rem;margin:.3rem 0 0 48px}.key{margin-right:1rem}.key i{display:inline-block;
 width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px}.note{color:#666;font-size:.85rem}
 """

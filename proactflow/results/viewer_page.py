@@ -1,6 +1,9 @@
 """The viewer's page: HTML and CSS, with the script of `viewer_script.py`; `viewer.py` puts the
 index in.
 
+Images (the exact image a multimodal model saw, a video's frames) are files of `media/`
+beside the page, named by their hash, shown by `<img>`: never inline in the index.
+
 Every piece of data is put on screen with text nodes (`textContent`, `createTextNode`), never
 parsed as HTML, so a response holding `<script>` shows as those characters. Each row of the
 list is one line (cells cut with an ellipsis, the full text on hover), so a 900-pixel-high
@@ -30,13 +33,11 @@ main{flex:1;min-height:0;display:grid;grid-template-columns:minmax(440px,45%) 1f
 #list th,#list td{padding:1px 6px;line-height:16px;border-bottom:1px solid #eee;
  text-align:left;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 #list thead th{position:sticky;top:0;background:#f3f5f8}
-#list th:nth-child(1){width:26%}#list th:nth-child(2){width:34px}
-#list th:nth-child(3){width:84px}#list th:nth-child(5){width:86px}
 #list tbody tr{cursor:pointer}#list tbody tr:hover{background:#eef4fb}
 #list tr.open{background:#dbe9f8}
 #pager{padding:4px 6px;display:flex;gap:8px;align-items:center;font-size:13px}
 #detail{overflow:auto;padding:12px 16px}
-.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;line-height:16px;
+.badge{display:inline-block;white-space:nowrap;padding:0 7px;border-radius:9px;font-size:12px;line-height:16px;
  font-weight:600}
 .PASS{background:#d3f2dc;color:#155724}.PARTIAL{background:#fff1c2;color:#7a5a00}
 .FAIL{background:#f8d3d3;color:#7d1a1a}.not{background:#e4e4e7;color:#3f3f46}
@@ -56,6 +57,16 @@ main{flex:1;min-height:0;display:grid;grid-template-columns:minmax(440px,45%) 1f
 mark{background:#ffe066}.note{font-size:12px;color:#8a4b00}
 #detail h2{overflow-wrap:anywhere;font-size:18px;margin:0 0 4px}
 .empty{color:#777;padding:20px}
+.facts span{margin-right:14px;white-space:nowrap}
+.blocktable{overflow-x:auto;margin:4px 0}
+.blocktable table{border-collapse:collapse;font-size:12px}
+.blocktable th,.blocktable td{border:1px solid #e2e2e8;padding:2px 5px;vertical-align:top;
+ text-align:left;white-space:pre-wrap;overflow-wrap:break-word;max-width:320px}
+.blocktable th{background:#f3f5f8;white-space:nowrap}.blocktable tr.marked td{background:#fff6d6}
+img.thumb{height:54px;margin:1px;border:1px solid #ccd;vertical-align:middle}
+img.shot{max-width:100%;max-height:360px;border:1px solid #ccd}
+figure{margin:6px 0}figcaption{font-size:12px;color:#555}
+.strip{white-space:nowrap}
 """
 
 PAGE = r"""<!doctype html>

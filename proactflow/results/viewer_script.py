@@ -1,20 +1,25 @@
-"""The viewer page's script: filters, the list, one trigger's detail, and the address.
+"""The viewer page's script: the suite, its filters, the list, one sample's detail, and the
+address.
 
-The address (`index.html#t=<dialogue>:<turn>&m=<model>&j=<judge>&phase=...`) carries the open
-trigger and every filter, so a link opens the same view. Opening a trigger adds a history entry
+The address (`index.html#s=<suite>&t=<sample>&m=<model>&j=<judge>&<filter>=...`; ProactBench's
+samples are `<dialogue>:<turn>`, its filters `phase`, `verdict` and `category`; `s=` is left out
+for the first suite) carries the open sample and every filter, so a link opens the same view.
+Each suite's filters are its spec's (suites/declarations.py ViewSpec); a suite's detail is
+ProactBench's trigger or the blocks of suites/views.py. Opening a trigger adds a history entry
 (back and forward move between opened triggers); a filter change replaces the current one, so
 ticking ten boxes does not take ten presses of back.
 """
 
-SCRIPT = r"""
+from .viewer_detail_script import DETAIL_SCRIPT
+
+SCRIPT = DETAIL_SCRIPT + r"""
 const INDEX = /*INDEX*/null;
 const PAGE_SIZE = 100;
-const VERDICTS = ["PASS", "PARTIAL", "FAIL", "not scored"];
-const state = {models: new Set(), judges: new Set(), phase: "", verdict: "", category: "",
-               page: 0, open: null};
+const TONES = {good: "PASS", mid: "PARTIAL", bad: "FAIL", none: "not"};
+const state = {suite: 0, models: new Set(), judges: new Set(), fields: {}, page: 0, open: null};
 const loaded = {};
-const triggerPlaces = new Map(INDEX.triggers.map((t, place) => [`${t[0]}:${t[1]}`, place]));
-let missingTrigger = null;
+const samplePlaces = new Map(INDEX.samples.map((s, place) => [`${s[0]}|${s[1]}`, place]));
+let missingSample = null;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -29,10 +34,20 @@ function el(tag, attrs, ...children) {
   }
   return node;
 }
-function badge(verdict) {
-  return el("span", {class: "badge " + (verdict === "not scored" ? "not" : verdict)}, verdict);
+function suiteSpec() { return INDEX.suites[state.suite]; }
+function badge(outcome) {
+  const tone = (suiteSpec().outcomes || {})[outcome] || "none";
+  return el("span", {class: "badge " + TONES[tone]}, outcome);
 }
 function distinct(values) { return [...new Set(values)].sort(); }
+// Filters of the suite: [field, cell position or null for the outcome, split on ", "?].
+function filterFields(spec) {
+  const fields = [];
+  spec.columns.forEach((c, i) => { if (c[2]) fields.push([c[0], i, c[0] === "split"]); });
+  fields.push([spec.outcome, null, false]);
+  spec.extra.forEach((name, i) => fields.push([name, spec.columns.length + i, false]));
+  return fields;
+}
 
 // The address: readable where a fragment allows it (`/`, `:`, `@` are legal there).
 function encodePart(value) {
@@ -41,27 +56,29 @@ function encodePart(value) {
 }
 function addressOf(view) {
   const parts = [];
+  if (view.suite && view.suite !== INDEX.suites[0].name) parts.push("s=" + encodePart(view.suite));
   if (view.open !== null) parts.push("t=" + encodePart(view.open));
   for (const model of [...view.models].sort()) parts.push("m=" + encodePart(model));
   for (const judge of [...view.judges].sort()) parts.push("j=" + encodePart(judge));
-  for (const field of ["phase", "verdict", "category"])
-    if (view[field]) parts.push(field + "=" + encodePart(view[field]));
+  for (const [field, value] of Object.entries(view.fields))
+    if (value) parts.push(field + "=" + encodePart(value));
   return "#" + parts.join("&");
 }
-function triggerName(place) {
-  const trigger = INDEX.triggers[place];
-  return `${trigger[0]}:${trigger[1]}`;
-}
 function currentView() {
-  return {open: state.open === null ? missingTrigger : triggerName(state.open),
-          models: state.models, judges: state.judges, phase: state.phase,
-          verdict: state.verdict, category: state.category};
+  const fields = {};
+  for (const [field] of filterFields(suiteSpec())) fields[field] = state.fields[field] || "";
+  return {suite: suiteSpec().name,
+          open: state.open === null ? missingSample : INDEX.samples[state.open][1],
+          models: state.models, judges: state.judges, fields: fields};
 }
 function viewOfAddress() {
   const params = new URLSearchParams(location.hash.slice(1));
-  return {open: params.get("t"), models: new Set(params.getAll("m")),
-          judges: new Set(params.getAll("j")), phase: params.get("phase") || "",
-          verdict: params.get("verdict") || "", category: params.get("category") || ""};
+  const name = params.get("s") || INDEX.suites[0].name;
+  const spec = INDEX.suites.find(s => s.name === name) || INDEX.suites[0];
+  const fields = {};
+  for (const [field] of filterFields(spec)) fields[field] = params.get(field) || "";
+  return {suite: spec.name, open: params.get("t"), models: new Set(params.getAll("m")),
+          judges: new Set(params.getAll("j")), fields: fields};
 }
 function writeAddress(newEntry) {
   const address = addressOf(currentView());
@@ -80,65 +97,104 @@ function checkboxes(legend, values, shortNames, chosen, id) {
   }
   return box;
 }
-function chooser(legend, values, field, id) {
-  const select = el("select", {id: id}, el("option", {value: ""}, "all"),
+function chooser(legend, values, field) {
+  const select = el("select", {id: "f-" + field}, el("option", {value: ""}, "all"),
                     ...values.map(v => el("option", {value: v}, v)));
-  select.onchange = () => { state[field] = select.value; state.page = 0; render();
+  select.onchange = () => { state.fields[field] = select.value; state.page = 0; render();
                             writeAddress(false); };
   return el("fieldset", {}, el("legend", {}, legend), select);
 }
+function suiteEvaluations() {
+  return INDEX.evaluations.filter(e => e.suite === state.suite);
+}
+function fieldValues(field, cell, split) {
+  if (cell === null) {
+    const seen = distinct(INDEX.rows.filter(r => INDEX.samples[r[0]][0] === state.suite)
+                                     .map(r => INDEX.outcomes[r[3]]));
+    return [...Object.keys(suiteSpec().outcomes || {}).filter(o => seen.includes(o)),
+            ...seen.filter(o => !(o in (suiteSpec().outcomes || {})))];
+  }
+  const values = INDEX.samples.filter(s => s[0] === state.suite).map(s => String(s[2 + cell]));
+  return distinct(split ? values.flatMap(v => v.split(", ")) : values);
+}
 
 function buildFilters() {
-  const evaluations = INDEX.evaluations;
   const filters = document.getElementById("filters");
+  filters.replaceChildren();
+  if (INDEX.suites.length > 1) {
+    const select = el("select", {id: "f-suite"},
+                      ...INDEX.suites.map((s, i) => el("option", {value: i}, s.title)));
+    select.value = String(state.suite);
+    select.onchange = () => { switchSuite(Number(select.value)); writeAddress(true); };
+    filters.appendChild(el("fieldset", {}, el("legend", {}, "suite"), select));
+  }
+  const evaluations = suiteEvaluations();
   filters.append(
     checkboxes("models", distinct(evaluations.map(e => e.model)), INDEX.short_models,
                state.models, "f-models"),
     checkboxes("judges", distinct(evaluations.map(e => e.judge)), INDEX.short_judges,
-               state.judges, "f-judges"),
-    chooser("phase", distinct(INDEX.triggers.map(t => t[2])), "phase", "f-phase"),
-    chooser("verdict", VERDICTS, "verdict", "f-verdict"),
-    chooser("category", distinct(INDEX.triggers.map(t => t[3])), "category", "f-category"));
+               state.judges, "f-judges"));
+  for (const [field, cell, split] of filterFields(suiteSpec()))
+    filters.appendChild(chooser(field, fieldValues(field, cell, split), field));
+  const samples = INDEX.samples.filter(s => s[0] === state.suite).length;
+  const rows = INDEX.rows.filter(r => INDEX.samples[r[0]][0] === state.suite).length;
   document.getElementById("summary").textContent =
-    `${evaluations.length} evaluations, ${INDEX.triggers.length} triggers, ` +
-    `${INDEX.rows.length} verdicts`;
+    `${suiteSpec().title}: ${evaluations.length} evaluations, ${samples} ` +
+    `${state.suite === 0 && suiteSpec().name === "proactbench" ? "triggers" : "samples"}, ` +
+    `${rows} ${suiteSpec().noun}` +
+    (INDEX.suites.length > 1 ? ` (${INDEX.suites.length} suites)` : "");
+}
+function switchSuite(number) {
+  state.suite = number;
+  state.models.clear(); state.judges.clear(); state.fields = {};
+  state.open = null; missingSample = null; state.page = 0;
+  buildFilters();
+  render();
 }
 function showFilters() {
   for (const [id, chosen] of [["f-models", state.models], ["f-judges", state.judges]])
     document.querySelectorAll(`#${id} input`).forEach(i => { i.checked = chosen.has(i.value); });
-  for (const field of ["phase", "verdict", "category"])
-    document.getElementById("f-" + field).value = state[field];
+  for (const [field] of filterFields(suiteSpec()))
+    document.getElementById("f-" + field).value = state.fields[field] || "";
+  const suite = document.getElementById("f-suite");
+  if (suite) suite.value = String(state.suite);
 }
 
 function evaluationShown(number) {
   const e = INDEX.evaluations[number];
-  return (!state.models.size || state.models.has(e.model)) &&
+  return e.suite === state.suite && (!state.models.size || state.models.has(e.model)) &&
          (!state.judges.size || state.judges.has(e.judge));
 }
 function rowShown(row) {
-  const trigger = INDEX.triggers[row[0]];
-  return evaluationShown(row[1]) && (!state.phase || trigger[2] === state.phase) &&
-         (!state.verdict || row[3] === state.verdict) &&
-         (!state.category || trigger[3] === state.category);
+  const sample = INDEX.samples[row[0]];
+  if (sample[0] !== state.suite || !evaluationShown(row[1])) return false;
+  for (const [field, cell, split] of filterFields(suiteSpec())) {
+    const wanted = state.fields[field];
+    if (!wanted) continue;
+    const value = cell === null ? INDEX.outcomes[row[3]] : String(sample[2 + cell]);
+    if (split ? !value.split(", ").includes(wanted) : value !== wanted) return false;
+  }
+  return true;
 }
 
 function renderList() {
+  const spec = suiteSpec();
   const rows = INDEX.rows.filter(rowShown);
   const pages = Math.max(1, Math.ceil(rows.length / PAGE_SIZE));
   state.page = Math.min(state.page, pages - 1);
   const shown = rows.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE);
   const body = el("tbody", {});
   for (const row of shown) {
-    const trigger = INDEX.triggers[row[0]];
+    const sample = INDEX.samples[row[0]];
     const evaluation = INDEX.evaluations[row[1]];
-    const tr = el("tr", {"data-trigger": row[0],
-                         class: row[0] === state.open ? "open" : ""},
-      el("td", {title: trigger[0]}, trigger[0]), el("td", {}, trigger[1]),
-      el("td", {title: trigger[2]}, trigger[2]),
+    const cells = spec.columns.map((c, i) => el("td", {title: String(sample[2 + i])},
+                                                 String(sample[2 + i])));
+    const tr = el("tr", {"data-trigger": row[0], class: row[0] === state.open ? "open" : ""},
+      ...cells,
       el("td", {title: evaluation.label + (row[2] ? ` (sample ${row[2]})` : "")},
          evaluation.short + (row[2] ? ` #${row[2]}` : "")),
-      el("td", {}, badge(row[3])));
-    tr.onclick = () => openTrigger(row[0]);
+      el("td", {}, badge(INDEX.outcomes[row[3]])));
+    tr.onclick = () => openSample(row[0]);
     body.appendChild(tr);
   }
   const previous = el("button", {id: "previous"}, "previous");
@@ -147,13 +203,15 @@ function renderList() {
   const next = el("button", {id: "next"}, "next");
   next.onclick = () => { state.page += 1; renderList(); };
   next.disabled = state.page >= pages - 1;
+  const widths = [...spec.columns.map(c => c[1]), "auto", spec.outcome_width];
   const list = document.getElementById("list");
   list.replaceChildren(
     el("div", {id: "pager"}, previous, next,
-       el("span", {id: "count"}, `${rows.length} verdicts, page ${state.page + 1} of ${pages}`)),
-    el("table", {}, el("thead", {}, el("tr", {}, ...["dialogue", "turn", "phase",
-                                                     "evaluation", "verdict"]
-                                                    .map(h => el("th", {}, h)))), body));
+       el("span", {id: "count"},
+          `${rows.length} ${spec.noun}, page ${state.page + 1} of ${pages}`)),
+    el("table", {}, el("colgroup", {}, ...widths.map(w => el("col", {style: `width:${w}`}))),
+       el("thead", {}, el("tr", {}, ...[...spec.columns.map(c => c[0]), "evaluation",
+                                           spec.outcome].map(h => el("th", {}, h)))), body));
 }
 function showOpenRow() {
   const rows = INDEX.rows.filter(rowShown);
@@ -165,63 +223,20 @@ function showOpenRow() {
   if (row) row.scrollIntoView({block: "nearest"});
 }
 
-function highlighted(text, evidence) {
-  const box = el("div", {class: "response"});
-  if (text === null || text === undefined) { box.appendChild(el("i", {}, "(no response)"));
-                                             return box; }
-  const at = evidence ? text.indexOf(evidence) : -1;
-  if (at < 0) { box.textContent = text; return box; }
-  box.append(document.createTextNode(text.slice(0, at)), el("mark", {}, evidence),
-             document.createTextNode(text.slice(at + evidence.length)));
-  return box;
-}
-
 function renderDetail() {
   const detail = document.getElementById("detail");
   if (state.open === null) {
-    detail.replaceChildren(el("p", {class: "empty"}, missingTrigger === null
-      ? "Open a trigger from the list. Tick two models (or two judges) to put them side by side."
-      : `The link names trigger ${missingTrigger}, which is not in this viewer.`));
+    detail.replaceChildren(el("p", {class: "empty"}, missingSample === null
+      ? "Open a sample from the list. Tick two models (or two judges) to put them side by side."
+      : `The link names sample ${missingSample}, which is not in this viewer.`));
     return;
   }
   const data = loaded[state.open];
   if (!data) { detail.replaceChildren(el("p", {class: "empty"}, "loading...")); return; }
-  const context = el("div", {class: "context"});
-  data.context.forEach((message, i) => {
-    const last = i === data.context.length - 1 && message.role === "user";
-    context.appendChild(el("div", {class: "msg" + (last ? " trigger" : "")},
-                           el("b", {}, message.role + ": "), message.content));
-  });
-  const sides = el("div", {id: "sides"});
-  for (const result of data.results) {
-    if (!evaluationShown(result.evaluation)) continue;
-    const e = INDEX.evaluations[result.evaluation];
-    const evidenceFound = result.evidence && result.response &&
-                          result.response.indexOf(result.evidence) >= 0;
-    sides.appendChild(el("div", {class: "side", "data-evaluation": result.evaluation},
-      el("h3", {}, e.label + (result.sample ? ` (sample ${result.sample})` : "")),
-      el("p", {}, badge(result.verdict), " ", result.status === "scored" ? "" : result.status),
-      highlighted(result.response, result.evidence),
-      result.evidence && !evidenceFound
-        ? el("p", {class: "note"}, "Evidence not found verbatim in the response: \u201c" +
-                                   result.evidence + "\u201d") : null,
-      result.rationale ? el("p", {}, el("b", {}, "Rationale: "), result.rationale) : null,
-      result.message ? el("p", {class: "note"}, result.message) : null));
-  }
-  if (!sides.childNodes.length)
-    sides.appendChild(el("p", {class: "empty"},
-                         "No evaluation of this trigger matches the filters."));
-  detail.replaceChildren(
-    el("h2", {}, `${data.dialogue}, turn ${data.turn}`),
-    el("p", {}, `${data.phase} \u00b7 ${data.category}`),
-    el("div", {class: "rubric"},
-       el("div", {}, el("b", {}, "PASS: "), data.rubric.pass || ""),
-       el("div", {}, el("b", {}, "PARTIAL: "), data.rubric.partial || ""),
-       el("div", {}, el("b", {}, "FAIL: "), data.rubric.fail || "")),
-    el("h3", {}, "Context"), context, el("h3", {}, "Responses and verdicts"), sides);
+  detail.replaceChildren(...(data.kind === "blocks" ? renderBlocks(data) : renderTrigger(data)));
 }
 
-function loadTrigger(place) {
+function loadSample(place) {
   if (loaded[place]) return;
   const script = document.createElement("script");
   script.src = `data/t${place}.js`;
@@ -230,12 +245,12 @@ function loadTrigger(place) {
                         `data/t${place}.js is missing: write the viewer again`)); };
   document.body.appendChild(script);
 }
-function openTrigger(place) {
+function openSample(place) {
   state.open = place;
-  missingTrigger = null;
+  missingSample = null;
   renderList();
   renderDetail();
-  loadTrigger(place);
+  loadSample(place);
   writeAddress(true);
 }
 function proactflowTrigger(place, data) {
@@ -248,28 +263,30 @@ function render() { renderList(); renderDetail(); }
 function applyAddress() {
   const view = viewOfAddress();
   if (addressOf(view) === addressOf(currentView())) return;
+  const suite = INDEX.suites.findIndex(s => s.name === view.suite);
+  if (suite !== state.suite) switchSuite(suite);
   // The filters' boxes hold these very sets: fill them, never replace them.
   for (const [chosen, wanted, field] of [[state.models, view.models, "model"],
                                          [state.judges, view.judges, "judge"]]) {
-    const known = new Set(INDEX.evaluations.map(e => e[field]));
+    const known = new Set(suiteEvaluations().map(e => e[field]));
     chosen.clear();
     for (const value of wanted) if (known.has(value)) chosen.add(value);
   }
-  for (const field of ["phase", "verdict", "category"]) {
+  for (const [field] of filterFields(suiteSpec())) {
     const known = [...document.getElementById("f-" + field).options].map(o => o.value);
-    state[field] = known.includes(view[field]) ? view[field] : "";
+    state.fields[field] = known.includes(view.fields[field]) ? view.fields[field] : "";
   }
-  const place = view.open === null ? undefined : triggerPlaces.get(view.open);
+  const place = view.open === null ? undefined : samplePlaces.get(`${state.suite}|${view.open}`);
   state.open = place === undefined ? null : place;
-  missingTrigger = view.open !== null && place === undefined ? view.open : null;
+  missingSample = view.open !== null && place === undefined ? view.open : null;
   state.page = 0;
   showFilters();
   render();
-  if (state.open !== null) { showOpenRow(); loadTrigger(state.open); }
+  if (state.open !== null) { showOpenRow(); loadSample(state.open); }
 }
 
-buildFilters();
-render();
-applyAddress();
+if (INDEX.suites.length) { buildFilters(); render(); applyAddress(); }
+// When the list was first on screen, in ms after navigation started (benchmarks/viewer_size.py).
+window.proactflowShown = performance.now();
 window.addEventListener("hashchange", applyAddress);
 """

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..cache.artifacts import ArtifactStore
+from ..config.settings import RULES
 from ..common.errors import UserError
 
 
@@ -51,7 +52,10 @@ class RunRecord:
 
     @property
     def judge(self) -> str:
-        return str((self.content.get("judge") or {}).get("model", "?"))
+        """The judge's model; a run scored without one (the multimodal MCQA) says "rules", as
+        its judgments and the console do."""
+        judge = self.content.get("judge")
+        return str(judge.get("model", "?")) if isinstance(judge, dict) else RULES
 
     @property
     def series(self) -> tuple[str, str]:

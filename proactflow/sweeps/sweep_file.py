@@ -59,7 +59,7 @@ from ..common.redaction import redact_url, url_has_secrets
 from ..results.evaluations import safe_name
 from ..common.postgres import check_database_url, default_database
 from ..limits.model_limits import MAX_CONCURRENCY, Limits
-from ..config.settings import (DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
+from ..config.settings import (RULES, DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
                                RuntimeOptions, check_store, default_store, role_generation)
 
 if sys.version_info >= (3, 11):
@@ -225,7 +225,7 @@ class SweepConfig(BaseModel):
             options["package"] = place(options["package"])
         judges: list[SweepModel | None] = list(self.judges) or [None]
         out = Path(place(self.out)) if self.out else None
-        return [RunSettings(
+        runs = [RunSettings(
             suite=self.suite, suite_options=options,
             model_under_test=model.role("model_under_test", self.suite, options),
             judge=judge.role("judge", self.suite, options) if judge is not None else None,
@@ -236,9 +236,15 @@ class SweepConfig(BaseModel):
             samples=self.samples, database=self.database or default_database(),
             min_coverage=self.min_coverage,
             out=str(out / f"{safe_name(model.model)}__"
-                    f"{safe_name(judge.model if judge else 'deterministic')}") if out else None,
+                    f"{safe_name(judge.model if judge else RULES)}") if out else None,
             runtime=RuntimeOptions(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
             for model in self.models for judge in judges]
+        # The variant (the multimodal suite's mode, hint, reference; the video suite's parts)
+        # is named in each run's folder, as in its title.
+        variant = safe_name(suite.settings_variant(runs[0]).replace(" ", "-")) \
+            if runs and suite.settings_variant(runs[0]) else ""
+        return [run.model_copy(update={"out": f"{run.out}__{variant}"})
+                if variant and run.out else run for run in runs]
 
 
     def work_queues(self) -> list[str | None]:

@@ -18,6 +18,7 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...common.errors import UserError
+from ..report_views import fold, incomplete_list, incomplete_lines, pivot_table, rank_ranges
 from . import upstream
 from .scoring import score_splits
 
@@ -43,7 +44,7 @@ PUBLISHED_SHA256 = {
     "qwen2-7b.csv": "b8dc86ecdd0c0fe03a8c9c646139e858626f09284cae3ce65395b0372db50af9",
 }
 """sha256 of each published results file at the pinned commit."""
-_COLUMNS = ("label", "source", "split", "f1", "f1_ci_low", "f1_ci_high", "precision", "recall",
+_COLUMNS = ("label", "source", "split", "rank", "f1", "f1_ci_low", "f1_ci_high", "precision", "recall",
             "accuracy", "false_alarm", "events", "scored")
 
 
@@ -62,7 +63,9 @@ def leaderboard(store: ArtifactStore, keys: list[str] | None = None, *,
             label=pl.concat_str("model", pl.lit(_revision_label(store, verdicts.material())
                                                 + " judged by "), "judge",
                                 pl.lit(f" [{key[:8]}]"))))
-    return pl.concat(frames) if frames else pl.DataFrame()
+    if not frames:
+        return pl.DataFrame()
+    return rank_ranges(pl.concat(frames), "split", "f1_ci_low", "f1_ci_high")
 
 
 def _revision_label(store: ArtifactStore, verdicts_material: dict) -> str:
@@ -100,7 +103,7 @@ def published(store: ArtifactStore, folder: Path | None) -> tuple[pl.DataFrame, 
         frame = pl.read_csv(text.encode())
         for row in frame.iter_rows(named=True):
             rows.append({"label": f"{name[:-4]} (published)", "source": "published",
-                         "split": row["Category"], "f1": row["F1-Score"], "f1_ci_low": None,
+                         "split": row["Category"], "rank": "-", "f1": row["F1-Score"], "f1_ci_low": None,
                          "f1_ci_high": None, "precision": row["Precision"],
                          "recall": row["Recall"], "accuracy": row["Accuracy"],
                          "false_alarm": row["False-Alarm"], "events": row["Total Events"],
@@ -161,9 +164,13 @@ def section(store: ArtifactStore, out: Path, *, published_folder: Path | None = 
     proactiveagent_leaderboard.csv); None when the store holds no ProactiveBench evaluation."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
-        return None
+        return _only_incomplete(store, include_incomplete)
     write_atomic(out / "proactiveagent_leaderboard.csv", board.write_csv().encode())
     reference, where = published(store, published_folder)
+    from .. import get_suite
+
+    left_out = [] if include_incomplete else incomplete_lines(
+        get_suite("proactiveagent"), store, board["evaluation"].unique().to_list())
     shown = board.select(_COLUMNS).sort("split", "f1", descending=[False, True])
     table = pl.concat([shown, reference.select(_COLUMNS)], how="vertical_relaxed") \
         if not reference.is_empty() else shown
@@ -178,7 +185,23 @@ def section(store: ArtifactStore, out: Path, *, published_folder: Path | None = 
     page = f"""<h2 id="proactiveagent">ProactiveBench (Proactive Agent, THUNLP)</h2>
 <p class="note">Per split, upstream's metrics (accepted proposals are the positive class; 1e-8 in
 each denominator). F1 intervals: 95 % bootstrap over traces (1000 resamples, seed 0).</p>
-<h3>F1 per split</h3>{chart(board)}
-<h3>Leaderboard</h3><table><tr>{header}</tr>{rows}</table>
-<p class="note">{note}</p>"""
+<h3>F1 per split</h3>
+{pivot_table(board, suite="proactiveagent", group="split", value="f1", low="f1_ci_low",
+             high="f1_ci_high", scale=100)}
+{chart(board)}
+{fold("Leaderboard: every metric, and the published numbers",
+      f"<table><tr>{header}</tr>{rows}</table>")}
+<p class="note">{note}</p>{incomplete_list(left_out)}"""
     return page, board
+
+
+def _only_incomplete(store: ArtifactStore, include_incomplete: bool
+                     ) -> tuple[str, pl.DataFrame] | None:
+    """The section of a store whose every evaluation of this suite is incomplete: the list of
+    them with what is missing (never dropped silently); None when there is none."""
+    from .. import get_suite
+
+    left_out = [] if include_incomplete else incomplete_lines(get_suite("proactiveagent"), store, [])
+    if not left_out:
+        return None
+    return (f'<h2 id="proactiveagent">ProactiveBench (Proactive Agent, THUNLP)</h2>' + incomplete_list(left_out), pl.DataFrame())

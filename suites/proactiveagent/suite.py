@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import json5
 import polars as pl
@@ -25,6 +25,7 @@ from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
+from ..declarations import SampleView, ViewSpec
 from . import protocol, upstream
 from .data import TraceEvent, read_local_corpus
 from .outputs import write_outputs
@@ -108,6 +109,16 @@ class ProactiveAgent(Suite):
         if not rows:
             raise UserError(f"no events to evaluate in {source.description}")
         return to_frame(rows, EventRow)
+
+    def view_spec(self) -> ViewSpec:
+        from .views import SPEC
+
+        return SPEC
+
+    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
+        from .views import trace_views
+
+        return trace_views(self, store, judgments_key)
 
     def check_settings(self, settings: RunSettings) -> None:
         if settings.judge is None:
@@ -317,11 +328,11 @@ class ProactiveAgent(Suite):
         widest = board.sort("events", descending=True).unique("evaluation", keep="first")
         rows = [[row["model"], row["judge"], row["split"], percent(row["f1"]),
                  f"{percent(row['f1_ci_low'])}–{percent(row['f1_ci_high'])}",
-                 percent(row["precision"]), percent(row["recall"]), str(row["scored"]),
+                 str(row.get("rank") or "-"), percent(row["precision"]), percent(row["recall"]), str(row["scored"]),
                  str(row["events"])]
                 for row in widest.sort("f1", descending=True).iter_rows(named=True)]
-        return ["model", "judge", "split", "F1", "95 % CI", "precision", "recall", "scored",
-                "events"], rows
+        return ["model", "judge", "split", "F1", "95 % CI", "rank", "precision", "recall",
+                "scored", "events"], rows
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

@@ -29,8 +29,14 @@ STEP_COLUMNS = ("dataset", "sample_id", "step", "sample_index", "status", "image
 
 
 def metrics_table(scores: pl.DataFrame) -> pl.DataFrame:
+    """The mode's columns, then `variant` ("mcqa", "mcqa hint", "mcqa reference", "oeg", "oeg
+    hint"): the file says which variant it scores."""
     mode = scores["mode"][0] if scores.height else "mcqa"
-    return scores.select(MCQA_METRICS if mode == "mcqa" else OEG_METRICS)
+    variant = pl.concat_str(
+        "mode", pl.when(pl.col("hint")).then(pl.lit(" hint")).otherwise(pl.lit("")),
+        pl.when(pl.col("reference")).then(pl.lit(" reference")).otherwise(pl.lit("")))
+    return scores.select(*(MCQA_METRICS if mode == "mcqa" else OEG_METRICS),
+                         variant.alias("variant"))
 
 
 def samples_table(responses: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
@@ -67,11 +73,26 @@ def write_outputs(out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
 
 
 def headline_rows(board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """The sweep summary: one row per evaluation, on every sample pooled."""
+    """The sweep summary: one row per evaluation, on every sample pooled, best first: its
+    variant, headline figure (MCQA acc, OEG agg) with its interval and rank range, and only the
+    columns its modes fill."""
     def cell(value: Any) -> str:
         return "-" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
 
     pooled = board.filter(pl.col("dataset") == "all")
-    columns = ["model", "judge", "mode", "hint", "reference", "acc", "ps", "cp", "agg",
-               "scored", "samples"]
-    return columns, [[cell(row[c]) for c in columns] for row in pooled.iter_rows(named=True)]
+    modes = set(pooled["mode"].to_list())
+    figure = "acc" if modes == {"mcqa"} else "agg" if modes == {"oeg"} else "acc/agg"
+    has_interval = "ci_low" in pooled.columns
+    columns = ["model", "judge", "variant" if "variant" in pooled.columns else "mode", figure,
+               *(["95 % CI", "rank"] if has_interval else []), "ps",
+               *(["cp"] if "oeg" in modes else []), "scored", "samples"]
+    rows = []
+    for row in pooled.sort(pl.coalesce("acc", "agg"), descending=True,
+                           nulls_last=True).iter_rows(named=True):
+        value = row["acc"] if row["mode"] == "mcqa" else row["agg"]
+        rows.append([row["model"], row["judge"], row.get("variant") or row["mode"], cell(value),
+                     *([f"{cell(row['ci_low'])}-{cell(row['ci_high'])}", row["rank"]]
+                       if has_interval else []), cell(row["ps"]),
+                     *([cell(row["cp"])] if "oeg" in modes else []), cell(row["scored"]),
+                     cell(row["samples"])])
+    return columns, rows

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...common.errors import UserError
 from ...common.network import unreachable
-from .datasets import Dataset
+from .datasets import DATASETS, Dataset
 
 HUB_REPO = "tdemin16/ProactiveBench"
 HUB_REVISION = "main"
@@ -25,23 +25,28 @@ _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".zip")
 
 
 def folder_revision(folder: Path, datasets: tuple[Dataset, ...]) -> str:
-    """sha256 over the chosen datasets' entry files, and the path and size of every other file
-    of the folder: the images are not read (tens of GB), but one replaced by another of a
-    different size gives the corpus a new revision, so stored results are not reused for it
+    """sha256 over every dataset entry file the folder holds, and the path and size of every
+    other file of the folder: the images are not read (tens of GB), but one replaced by another
+    of a different size gives the corpus a new revision, so stored results are not reused for it
     (the same path and size after a change in place is not seen: give such a corpus a new
-    folder). Paths are relative: the same corpus moved keeps its revision."""
+    folder). Paths are relative: the same corpus moved keeps its revision. The revision is the
+    folder's whatever `datasets` chooses (the selection is a key setting of its own); each chosen
+    dataset's entry file must be there."""
+    for data in datasets:
+        if not (folder / data.file_name).is_file():
+            raise UserError(f"{folder / data.file_name} does not exist: --corpus is a folder "
+                            f"holding {data.file_name} and its images (the package's layout)")
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.suffix != ".jsonl":
             relative = path.relative_to(folder).as_posix()
             digest.update(f"{relative}\0{path.stat().st_size}\0".encode())
-    for data in datasets:
+    for data in DATASETS:
         path = folder / data.file_name
+        if not path.is_file():
+            continue
         try:
             digest.update(data.file_name.encode() + b"\0" + path.read_bytes() + b"\0")
-        except FileNotFoundError:
-            raise UserError(f"{path} does not exist: --corpus is a folder holding "
-                            f"{data.file_name} and its images (the package's layout)") from None
         except OSError as exc:
             raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
     return "sha256:" + digest.hexdigest()

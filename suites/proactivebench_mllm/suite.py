@@ -11,7 +11,7 @@ judged by an LLM against the package's acceptable answers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import polars as pl
 
@@ -22,6 +22,7 @@ from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
+from ..declarations import SampleView, ViewSpec
 from . import oeg, upstream
 from .corpus import check_first_images, read_corpus
 from .datasets import DATASETS, Dataset, parse_datasets
@@ -30,6 +31,7 @@ from .outcomes import judgment_row, scores
 from .outputs import headline_rows, write_outputs
 from .source import folder_revision, hub_corpus
 from .tables import DatasetScoreRow, EntryRow, Mode, OutcomeRow, StepRow
+from .views import note_corpus_folder
 
 JUDGE_SYSTEM, JUDGE_USER = "oeg_judge_system", "oeg_judge_user"
 CALL_FAILURES = ("error", "empty", "truncated", "blocked")
@@ -87,6 +89,28 @@ class ProactiveBenchMllm(Suite):
             self._upstream[(store.url, wheel)] = found
         return found
 
+    def variant_name(self, judgments: pl.DataFrame) -> str:
+        if judgments.is_empty():
+            return ""
+        first = judgments.row(0, named=True)
+        return " ".join([first["mode"], *(["hint"] if first["hint"] else []),
+                         *(["reference"] if first["reference"] else [])])
+
+    def settings_variant(self, settings: RunSettings) -> str:
+        options = settings.suite_options
+        return " ".join([mode_of(settings), *(["hint"] if options.get("hint") else []),
+                         *(["reference"] if options.get("reference") else [])])
+
+    def view_spec(self) -> ViewSpec:
+        from .views import SPEC
+
+        return SPEC
+
+    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
+        from .views import episode_views
+
+        return episode_views(self, store, judgments_key)
+
     def check_settings(self, settings: RunSettings) -> None:
         self._datasets(settings)
         mode, options = mode_of(settings), settings.suite_options
@@ -115,6 +139,7 @@ class ProactiveBenchMllm(Suite):
                                              settings.corpus.revision)
             revision = description
         self._folders[revision] = folder
+        note_corpus_folder(store, revision, folder)
         return DataSource(revision, description, (folder, data))
 
     def samples_key_settings(self, settings: RunSettings, source: DataSource) -> dict[str, Any]:

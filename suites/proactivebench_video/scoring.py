@@ -5,7 +5,8 @@ the turn-weighted mean x 100 at omega 0, 0.5 and 1 with 95 % bootstrap intervals
 samples (pauc.part_metrics), the turns lost by kind, and the time-agnostic view (each scored
 turn's final in-window score).
 
-Exports: metrics.csv (`part, turns, pauc_0, pauc_0.5, pauc_1`: the issue's contract),
+Exports: metrics.csv (`part, turns, pauc_0, pauc_0.5, pauc_1`: the issue's contract; a row
+per part, then `all`),
 metrics.json (every score column and the run's provenance), turns.csv (one row per gold turn),
 samples.csv (one row per sample and rollout) and steps.csv (every step's output).
 """
@@ -83,8 +84,8 @@ def write_outputs(out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
     out.mkdir(parents=True, exist_ok=True)
     names = ("metrics.csv", "metrics.json", "turns.csv", "samples.csv", "steps.csv")
     paths = {name: out / name for name in names}
-    parts = scores.filter(pl.col("part") != ALL_PARTS)
-    write_atomic(paths["metrics.csv"], parts.select(METRICS_COLUMNS).write_csv().encode())
+    # Every part, then `all` (every turn of the run), as the console table and metrics.json.
+    write_atomic(paths["metrics.csv"], scores.select(METRICS_COLUMNS).write_csv().encode())
     metrics = {"parts": scores.to_dicts(), "proactflow": provenance}
     write_atomic(paths["metrics.json"], (json.dumps(metrics, indent=2, ensure_ascii=False)
                                          + "\n").encode())

@@ -18,7 +18,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import polars as pl
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ from ...common.errors import UserError
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
+from ..declarations import SampleView, ViewSpec
 from . import judging
 from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
 from .episode import FrameSets, sample_of, step_request, step_row
@@ -82,6 +83,20 @@ class ProactiveBenchVideo(Suite):
         self._frame_contexts: dict[str, FrameContext] = {}
 
     # The data.
+
+    def settings_variant(self, settings: RunSettings) -> str:
+        parts = settings.corpus.parts
+        return f"parts {','.join(parts)}" if parts else ""
+
+    def view_spec(self) -> ViewSpec:
+        from .views import SPEC
+
+        return SPEC
+
+    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
+        from .views import video_views
+
+        return video_views(self, store, judgments_key)
 
     def check_settings(self, settings: RunSettings) -> None:
         require_corpus(settings.corpus.path)
@@ -286,9 +301,11 @@ class ProactiveBenchVideo(Suite):
         rows = board.filter(pl.col("part") == ALL_PARTS).sort(omega_column(0.5),
                                                               descending=True, nulls_last=True)
         half = omega_column(0.5)
-        return (["model", "judge", "turns", "PAUC w=0", "PAUC w=0.5", "95 % CI", "PAUC w=1"],
+        return (["model", "judge", "turns", "PAUC w=0", "PAUC w=0.5", "95 % CI", "rank",
+                 "PAUC w=1"],
                 [[row["model"], row["judge"], str(row["turns"]), _cell(row["pauc_0"]),
-                  _cell(row[half]), _interval(row, half), _cell(row["pauc_1"])]
+                  _cell(row[half]), _interval(row, half), str(row.get("rank") or "-"),
+                  _cell(row["pauc_1"])]
                  for row in rows.iter_rows(named=True)])
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
