@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any, NoReturn
 
 from ..common.errors import UserError
 from ..common.postgres import DATABASE_ENV, check_database_url, default_database
+from ..common.postgres_wait import DATABASE_WAIT_ENV, DEFAULT_WAIT_S
 from ..config.effective import safety_settings_off
 from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource,
                                ModelRole, RunSettings, RuntimeOptions, default_store,
@@ -15,6 +17,8 @@ from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, Co
 from .suite_options import parts_from_args, suite_options_from_args
 
 EXIT_LOW_COVERAGE = 1
+EXIT_DATABASE_LOST = 1
+"""The database went away mid-run and stayed away: calls may have been paid (never 2)."""
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -137,7 +141,21 @@ def add_database_option(parser) -> None:
                              "comes from PGPASSWORD or ~/.pgpass, never the URL")
 
 
+    parser.add_argument("--database-wait", metavar="SECONDS", default=None,
+                        type=non_negative_float,
+                        help="how long to wait for the database when it goes away mid-run (a "
+                             "restart, a failover): statements are tried again with backoff, "
+                             "a line says so after 3 s; then the run stops with exit status 1, "
+                             "answers paid for kept on this host for the next run (default: "
+                             f"${DATABASE_WAIT_ENV}, else {DEFAULT_WAIT_S:g})")
+
+
 def database_from_args(args: argparse.Namespace) -> str | None:
+    """The database URL; `--database-wait`, if given, set for this run and its child
+    processes."""
+    wait = getattr(args, "database_wait", None)
+    if wait is not None:
+        os.environ[DATABASE_WAIT_ENV] = f"{wait:g}"
     url = getattr(args, "database", None) or default_database()
     return check_database_url(url) if url else None
 

@@ -13,6 +13,7 @@ from ..common.postgres import check_database_url
 from ..common.redaction import FULL_URLS_ENV, full_urls
 from ..prefect_server.api import api_url, prefect_api, start_temporary_server
 from ..run.progress import quiet_console_tracebacks
+from .options import database_from_args
 from .running import quiet_temporary_server
 
 
@@ -22,6 +23,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     from ..sweeps.sweep_file import load_sweep
 
     config = load_sweep(args.config)
+    database_from_args(args)  # --database-wait, for the pairs' processes too
     if args.database:
         config = config.model_copy(update={"database": check_database_url(args.database)})
     if args.processes is not None:

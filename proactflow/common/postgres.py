@@ -106,8 +106,10 @@ class Database(LeaseHolding):
     async def _connect(self) -> asyncpg.Pool:
         import asyncpg
 
+        # No floor of connections: asyncpg would restore one in the background after a
+        # restart and log each failed try with a traceback; a statement connects as it needs.
         pool = await asyncpg.create_pool(
-            self.url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_S,
+            self.url, min_size=0, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_S,
             server_settings={"application_name": "proactflow"})
         try:
             async with pool.acquire() as connection:

@@ -1,0 +1,123 @@
+"""What a night brings to a run on a database (issue #31): a restart of the server mid-run,
+backends terminated under two runs of the same work, the database gone for longer than the
+run waits. Each request is counted at the fake endpoint: paid once, stored once, and a re-run
+pays for nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from helpers import cli_args, run_cli
+from replay import scaled_corpus
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+def paid(fake) -> Counter:
+    """How often each distinct request reached the fake (its model and messages)."""
+    return Counter(json.dumps([r["model"], r["messages"]], sort_keys=True)
+                   for r in fake.requests)
+
+
+def when_paid(fake, calls: int, deadline_s: float = 120) -> None:
+    deadline = time.monotonic() + deadline_s
+    while len(fake.requests) < calls:
+        assert time.monotonic() < deadline, f"the run never made {calls} calls"
+        time.sleep(0.005)
+
+
+def test_a_run_through_two_restarts_pays_each_call_once(fake, tmp_path, postgres_server,
+                                                       capsys):
+    url = postgres_server.create_database()
+    fake.latency = 0.05
+    corpus, answerable = scaled_corpus(tmp_path, 4)
+    args = cli_args(fake, tmp_path / "store", eval_model="openai/synth",
+                    judge_model="openai/judge2", corpus=corpus,
+                    extra=("--database", url, "--concurrency", "4", "--rpm", "60000",
+                           "--out", str(tmp_path / "out")))
+    restarts: list[tuple[int, float]] = []
+
+    def restart_twice() -> None:
+        for at in (answerable // 3, answerable):
+            when_paid(fake, at)
+            restarts.append((len(fake.requests), postgres_server.restart()))
+
+    restarting = threading.Thread(target=restart_twice)
+    restarting.start()
+    code = run_cli("run", args)
+    restarting.join(timeout=120)
+    err = capsys.readouterr().err
+    made = paid(fake)
+    print(f"restarts at (calls, seconds) {restarts}: {sum(made.values())} paid, "
+          f"{len(made)} distinct; exit {code}")
+    assert code == 0, err[-2000:]
+    assert len(restarts) == 2 and all(at < 2 * answerable for at, _ in restarts), restarts
+    assert len(made) == 2 * answerable and set(made.values()) == {1}  # each paid once
+    assert "Traceback" not in err and "never retrieved" not in err
+
+    fake.reset_counts()
+    assert run_cli("run", args) == 0
+    assert len(fake.requests) == 0  # everything paid was stored
+
+
+def test_two_runs_with_backends_terminated_pay_each_call_once(fake, tmp_path, postgres_server,
+                                                             prefect_server):
+    url = postgres_server.create_database()
+    fake.latency = 0.05
+    corpus, answerable = scaled_corpus(tmp_path, 4)
+    env = dict(os.environ, PREFECT_API_URL=prefect_server)
+
+    def args(i: int) -> list[str]:
+        return cli_args(fake, tmp_path / f"store{i}", eval_model="openai/synth",
+                        judge_model="openai/judge2", corpus=corpus,
+                        extra=("--database", url, "--concurrency", "4", "--rpm", "60000"))
+
+    runs = [subprocess.Popen([sys.executable, "-m", "proactflow.cli", "run", *args(i)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True) for i in range(2)]
+    kills = []
+    try:
+        import asyncio
+
+        import asyncpg
+
+        async def terminate() -> int:
+            outsider = await asyncpg.connect(url)
+            try:
+                return len(await outsider.fetch(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name LIKE 'proactflow%'"))
+            finally:
+                await outsider.close()
+
+        for at in range(8, 2 * answerable, 2 * answerable // 6):  # 6 rounds, both runs live
+            when_paid(fake, at)
+            if any(run.poll() is not None for run in runs):
+                break
+            kills.append(asyncio.run(terminate()))
+        outputs = [run.communicate(timeout=180)[0] for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+    made = paid(fake)
+    codes = [run.returncode for run in runs]
+    print(f"backends terminated {kills}: {sum(made.values())} paid, {len(made)} distinct; "
+          f"exit {codes}")
+    assert codes == [0, 0], [output[-2000:] for output in outputs]
+    assert len(kills) >= 3 and sum(kills) > 0, kills
+    assert len(made) == 2 * answerable and set(made.values()) == {1}, made.most_common(3)
+    for output in outputs:
+        assert "Traceback" not in output and "never retrieved" not in output, output[-2000:]
+
+    fake.reset_counts()
+    assert run_cli("run", args(0)) == 0
+    assert len(fake.requests) == 0
