@@ -28,6 +28,7 @@ from ..common.errors import EndpointDown, ProviderRejected
 from ..limits.leases import HeldLeases
 from .provider_errors import AttemptFailed, classify
 from ..limits.ratelimit import AdaptiveLimit, InFlightLimit, Pacer
+from ..config.endpoints import split_credentials
 from ..config.settings import ModelRole, RuntimeOptions
 
 litellm.suppress_debug_info = True
@@ -226,7 +227,11 @@ class ChatClient:
             await self._token_pacer.acquire(estimate)
         kwargs: dict[str, Any] = dict(request.params)
         if self.role.api_base:
-            kwargs["api_base"] = self.role.api_base
+            # User info in the URL goes as a header of its own, which replaces the key's
+            # bearer token (one Authorization header; docs/running.md).
+            kwargs["api_base"], basic = split_credentials(self.role.api_base)
+            if basic:
+                kwargs["extra_headers"] = {"Authorization": basic}
         key = api_key_for(self.role)
         if key:
             kwargs["api_key"] = key
