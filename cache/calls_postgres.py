@@ -168,6 +168,8 @@ class PostgresCallStore:
             return await asyncio.shield(stored)
         except asyncio.CancelledError:
             await asyncio.wait([stored])
+            if not stored.cancelled():
+                stored.exception()  # kept on this host if it failed: the caller has gone
             raise
         finally:
             await self.release(request_key)

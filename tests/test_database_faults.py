@@ -121,3 +121,46 @@ def test_two_runs_with_backends_terminated_pay_each_call_once(fake, tmp_path, po
     fake.reset_counts()
     assert run_cli("run", args(0)) == 0
     assert len(fake.requests) == 0
+
+
+def test_a_database_away_longer_than_the_wait_stops_the_run_and_loses_nothing_paid(
+        fake, tmp_path, postgres_server, capsys):
+    """--database-wait 1 and the server stopped for 5 s mid-run: one line, exit 1 (calls were
+    paid), the answers paid for kept in the store's folder; the next run delivers them to the
+    database and pays for none of them again."""
+    url = postgres_server.create_database()
+    fake.latency = 0.05
+    corpus, answerable = scaled_corpus(tmp_path, 3)
+    store = tmp_path / "store"
+    args = cli_args(fake, store, eval_model="openai/synth", judge_model="openai/judge2",
+                    corpus=corpus, extra=("--database", url, "--concurrency", "4",
+                                          "--rpm", "60000", "--database-wait", "1"))
+
+    def away() -> None:
+        when_paid(fake, answerable // 2)
+        postgres_server.away(5)
+
+    stopping = threading.Thread(target=away)
+    stopping.start()
+    try:
+        code = run_cli("run", args)
+    finally:
+        stopping.join(timeout=120)
+    err = capsys.readouterr().err
+    first = paid(fake)
+    print(f"database away: {sum(first.values())} paid, {len(first)} distinct; exit {code}")
+    assert code == 1, err[-2000:]
+    assert "Traceback" not in err and "never retrieved" not in err, err[-3000:]
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("proactflow: error: database 127.0.0.1:") and \
+        "not back within 1 s (--database-wait)" in lines[-1], lines[-3:]
+    assert set(first.values()) == {1} and 0 < len(first) < 2 * answerable
+    assert (store / "calls" / "database-pending").exists()
+
+    fake.reset_counts()
+    assert run_cli("run", args[:-2]) == 0
+    again = paid(fake)
+    print(f"the next run: {sum(again.values())} paid, {len(set(again) & set(first))} of them "
+          "paid before")
+    assert not set(again) & set(first)  # nothing paid twice
+    assert len(again) + len(first) == 2 * answerable

@@ -20,7 +20,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
-from .cancellation import undone_if_cancelled
+from .cancellation import shielded, undone_if_cancelled
 from .postgres_errors import CONNECT_TIMEOUT_S, connection_lost, reason
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ class LeaseHolding:
         not take it back), unless it was given back meanwhile; if another process took it,
         carry on: its answer or ours, the first stored wins."""
         # Shielded: a renewal cancelled mid-round trip still records or gives back its lock.
-        await asyncio.shield(self._keep_lock(lock_id))
+        await shielded(self._keep_lock(lock_id))
 
     async def _keep_lock(self, lock_id: int) -> None:
         if self._kept(lock_id):
@@ -218,7 +218,7 @@ class LeaseHolding:
                 await self._release(lock_id, generation)
 
         # Shielded: a cancelled call still gives its lease back.
-        await asyncio.shield(unlock())
+        await shielded(unlock())
 
     async def lock_query(self, query: str, *args: Any, of: int | None = None) -> tuple[Any, int]:
         """`query` on the leases' connection (slots die with it too), and its generation; a

@@ -57,13 +57,15 @@ class Outage:
         waited = now - self._started
         if waited >= self.wait_s:
             raise DatabaseLost(
-                f"database {self.place} {why}, and was not back within {self.wait_s:g} s "
+                f"database {self.place} went away mid-run ({why.split(': is ')[0]}) and was "
+                f"not back within {self.wait_s:g} s "
                 f"(--database-wait): stopped. Answers paid for are kept on this host and reach "
                 f"the database on the next run, which pays nothing for them")
         if waited >= ANNOUNCE_AFTER_S and not self._announced:
             self._announced = True
-            print(f"proactflow: database {self.place} {why}: waiting up to {self.wait_s:g} s "
-                  f"for it to come back (--database-wait)", file=sys.stderr, flush=True)
+            print(f"proactflow: database {self.place} went away mid-run "
+                  f"({why.split(': is ')[0]}): waiting up to {self.wait_s:g} s for it to come "
+                  f"back (--database-wait)", file=sys.stderr, flush=True)
         pause = min(_LONGEST_PAUSE_S, _FIRST_PAUSE_S * 2 ** min(attempt - 1, 10))
         await asyncio.sleep(min(random.uniform(pause / 2, pause), self.wait_s - waited))
 
