@@ -164,3 +164,44 @@ def test_a_database_away_longer_than_the_wait_stops_the_run_and_loses_nothing_pa
           "paid before")
     assert not set(again) & set(first)  # nothing paid twice
     assert len(again) + len(first) == 2 * answerable
+
+
+def test_a_wait_says_what_it_waits_for_once_and_when_it_is_over(monkeypatch, capsys):
+    """One line once the outage lasts (3 s; 0.1 s here), however many statements wait in it,
+    one when the database is back; past the wait, DatabaseLost, which exits 1."""
+    import asyncio
+
+    from proactflow.cli import EXIT_DATABASE_LOST
+    from proactflow.common import postgres_wait
+    from proactflow.common.errors import DatabaseLost
+
+    monkeypatch.setattr(postgres_wait, "ANNOUNCE_AFTER_S", 0.1)
+
+    async def go() -> None:
+        outage = postgres_wait.Outage("db.lan:5432/evals", 5)
+
+        async def statement() -> None:
+            for attempt in range(1, 6):  # 0.4 to 1.25 s
+                await outage.pause(attempt, "lost the connection (terminated)")
+
+        await asyncio.gather(*(statement() for _ in range(5)))
+        outage.over()
+        outage.wait_s = 0.6
+        with pytest.raises(DatabaseLost, match=r"^database db.lan:5432/evals went away "
+                                               r"mid-run \(lost the connection \(terminated\)\) "
+                                               r"and was not back within 0.6 s"):
+            while True:
+                await outage.pause(1, "lost the connection (terminated)")
+
+    asyncio.run(go())
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == ("proactflow: database db.lan:5432/evals went away mid-run (lost the "
+                        "connection (terminated)): waiting up to 5 s for it to come back "
+                        "(--database-wait)")
+    assert lines[1].startswith("proactflow: database db.lan:5432/evals is back after ")
+    assert len(lines) == 3 and lines[2] == lines[0].replace("5 s", "0.6 s")  # said once too
+    assert EXIT_DATABASE_LOST == 1
+    monkeypatch.setenv(postgres_wait.DATABASE_WAIT_ENV, "soon")
+    from proactflow.common.errors import UserError
+    with pytest.raises(UserError, match="PROACTFLOW_DATABASE_WAIT='soon': give a number"):
+        postgres_wait.database_wait()

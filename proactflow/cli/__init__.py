@@ -15,7 +15,7 @@ from .options import (EXIT_DATABASE_LOST, EXIT_INTERRUPTED, EXIT_LOW_COVERAGE, E
                       settings_from_args)
 from .parser import build_parser
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_LOW_COVERAGE", "EXIT_USER_ERROR", "build_parser", "main",
+__all__ = ["EXIT_DATABASE_LOST", "EXIT_INTERRUPTED", "EXIT_LOW_COVERAGE", "EXIT_USER_ERROR", "build_parser", "main",
            "settings_from_args"]
 
 
