@@ -27,6 +27,20 @@ def paid(fake) -> Counter:
                    for r in fake.requests)
 
 
+def noise(err: str) -> list[str]:
+    """Tracebacks and unheard task errors on stderr; not Prefect's console handler failing to
+    write to an earlier test's captured stream, which is closed ("--- Logging error ---")."""
+    found, in_logging_error = [], False
+    for line in err.splitlines():
+        if line.startswith("--- Logging error ---"):
+            in_logging_error = True
+        elif in_logging_error:
+            in_logging_error = not line.startswith("Arguments:")
+        elif "Traceback" in line or "never retrieved" in line:
+            found.append(line)
+    return found
+
+
 def when_paid(fake, calls: int, deadline_s: float = 120) -> None:
     deadline = time.monotonic() + deadline_s
     while len(fake.requests) < calls:
@@ -61,7 +75,7 @@ def test_a_run_through_two_restarts_pays_each_call_once(fake, tmp_path, postgres
     assert code == 0, err[-2000:]
     assert len(restarts) == 2 and all(at < 2 * answerable for at, _ in restarts), restarts
     assert len(made) == 2 * answerable and set(made.values()) == {1}  # each paid once
-    assert "Traceback" not in err and "never retrieved" not in err
+    assert noise(err) == []
 
     fake.reset_counts()
     assert run_cli("run", args) == 0
@@ -116,7 +130,7 @@ def test_two_runs_with_backends_terminated_pay_each_call_once(fake, tmp_path, po
     assert len(kills) >= 3 and sum(kills) > 0, kills
     assert len(made) == 2 * answerable and set(made.values()) == {1}, made.most_common(3)
     for output in outputs:
-        assert "Traceback" not in output and "never retrieved" not in output, output[-2000:]
+        assert noise(output) == [], output[-2000:]
 
     fake.reset_counts()
     assert run_cli("run", args(0)) == 0
@@ -150,7 +164,7 @@ def test_a_database_away_longer_than_the_wait_stops_the_run_and_loses_nothing_pa
     first = paid(fake)
     print(f"database away: {sum(first.values())} paid, {len(first)} distinct; exit {code}")
     assert code == 1, err[-2000:]
-    assert "Traceback" not in err and "never retrieved" not in err, err[-3000:]
+    assert noise(err) == []
     lines = err.strip().splitlines()
     assert lines[-1].startswith("proactflow: error: database 127.0.0.1:") and \
         "not back within 1 s (--database-wait)" in lines[-1], lines[-3:]
