@@ -259,5 +259,5 @@ def open_call_store(directory: Path | str, database: str | None = None) -> CallS
     if database:
         from .calls_postgres import PostgresCallStore
 
-        return PostgresCallStore(database)
+        return PostgresCallStore(database, directory or None)
     return _open_shared(Path(directory))

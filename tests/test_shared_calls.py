@@ -105,7 +105,12 @@ def test_two_processes_claim_one_call_and_one_pays(backend):
     assert sorted(o["from_cache"] for o in outcomes) == [False, True]
 
 
-def test_a_killed_holder_frees_its_claim_within_a_second(backend):
+def test_a_killed_holder_frees_its_claim_within_a_second_or_the_grace(backend):
+    """On a local store, at once; on PostgreSQL, after the grace in which a holder that only
+    lost its connection would be back (postgres_leases.py, issue #31)."""
+    from proactflow.common.postgres_leases import LEASE_GRACE_S
+
+    longest = LEASE_GRACE_S + 1.0 if is_database(backend) else 1.0
     holder = start("hold", backend, "the key")
     try:
         expect(holder, "claimed")
@@ -118,7 +123,7 @@ def test_a_killed_holder_frees_its_claim_within_a_second(backend):
                 killed = time.monotonic()
                 await asyncio.to_thread(holder.wait)  # its parent reaps it, as a shell would
                 while not await store.claim("the key", ttl=60):
-                    assert time.monotonic() - killed < 5, "the claim was never freed"
+                    assert time.monotonic() - killed < longest + 4, "never freed"
                     await asyncio.sleep(0.01)
                 return time.monotonic() - killed
             finally:
@@ -129,7 +134,7 @@ def test_a_killed_holder_frees_its_claim_within_a_second(backend):
         stop_all([holder])
     print(f"{'postgres' if is_database(backend) else 'local'}: claim free "
           f"{freed_after * 1000:.0f} ms after kill -9")
-    assert freed_after < 1.0
+    assert freed_after < longest
 
 
 def test_a_deferral_and_a_settlement_reach_every_pacer_of_the_bucket(backend):
@@ -239,7 +244,7 @@ def test_tables_are_made_on_first_use_and_a_newer_schema_is_refused(database):
             await store.close()
         return version
 
-    with pytest.raises(UserError, match="schema version 99, newer than this proactflow's 1"):
+    with pytest.raises(UserError, match="schema version 99, newer than this proactflow's 2"):
         asyncio.run(go())
 
 

@@ -3,6 +3,7 @@ though their parameters show them redacted (issue #20, item 7)."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -35,14 +36,16 @@ api_base = "{judge_base}"
 
 def test_a_child_process_calls_the_real_url_of_an_endpoint_with_credentials(fake, tmp_path):
     fake.responders["synth2"] = synthetic_model
-    # (litellm's HTTP client refuses userinfo beside its key header: a query string only)
-    config = _sweep_file(tmp_path / "sweep.toml", fake.url, f"{fake.url}?code=judge-s3cr3t",
-                         tmp_path / "store")
+    # User info goes as its own Authorization header (issue #31), a query string in the URL.
+    judge_base = fake.url.replace("http://", "http://alice:judge-pw@") + "?code=judge-s3cr3t"
+    config = _sweep_file(tmp_path / "sweep.toml", fake.url, judge_base, tmp_path / "store")
     assert run_cli("sweep", ["--config", str(config)]) == 0
     assert fake.calls["synth"] and fake.calls["synth2"] and fake.calls["judge2"]
     for request in fake.requests:  # synth2's pair ran in the child, with its judge
         if request["model"] == "judge2":
             assert "code=judge-s3cr3t" in request["_path"], request["_path"]
+            assert request["_authorization"] == "Basic " + base64.b64encode(
+                b"alice:judge-pw").decode()
         else:
             assert "api-version=2024-06-01" in request["_path"], request["_path"]
     assert "***" not in json.dumps(fake.requests)

@@ -30,6 +30,8 @@ from typing import Any, Callable, Coroutine, TypeVar
 T = TypeVar("T")
 
 EXIT_LOW_COVERAGE = 1
+EXIT_DATABASE_LOST = 1
+"""The database went away mid-run and stayed away: calls may have been paid (never 2)."""
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 INTERRUPTED = ("proactflow: interrupted. Finished calls are cached: run the same command again "

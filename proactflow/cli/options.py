@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any, NoReturn
 
 from ..common.errors import UserError
 from ..common.postgres import DATABASE_ENV, check_database_url, default_database
+from ..common.postgres_wait import DATABASE_WAIT_ENV, DEFAULT_WAIT_S
 from ..config.effective import safety_settings_off
 from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource,
                                ModelRole, RunSettings, RuntimeOptions, default_store,
                                role_generation)
+from .interrupts import EXIT_DATABASE_LOST as EXIT_DATABASE_LOST
 from .interrupts import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from .interrupts import EXIT_LOW_COVERAGE as EXIT_LOW_COVERAGE
 from .interrupts import EXIT_USER_ERROR as EXIT_USER_ERROR
@@ -136,7 +139,21 @@ def add_database_option(parser) -> None:
                              "comes from PGPASSWORD or ~/.pgpass, never the URL")
 
 
+    parser.add_argument("--database-wait", metavar="SECONDS", default=None,
+                        type=non_negative_float,
+                        help="how long to wait for the database when it goes away mid-run (a "
+                             "restart, a failover): statements are tried again with backoff, "
+                             "a line says so after 3 s; then the run stops with exit status 1, "
+                             "answers paid for kept on this host for the next run (default: "
+                             f"${DATABASE_WAIT_ENV}, else {DEFAULT_WAIT_S:g})")
+
+
 def database_from_args(args: argparse.Namespace) -> str | None:
+    """The database URL; `--database-wait`, if given, set for this run and its child
+    processes."""
+    wait = getattr(args, "database_wait", None)
+    if wait is not None:
+        os.environ[DATABASE_WAIT_ENV] = f"{wait:g}"
     url = getattr(args, "database", None) or default_database()
     return check_database_url(url) if url else None
 

@@ -13,6 +13,7 @@ from ..common.redaction import FULL_URLS_ENV, full_urls
 from ..prefect_server.api import api_url, prefect_api, start_temporary_server
 from ..run.progress import quiet_console_tracebacks
 from .interrupts import run_interruptibly
+from .options import database_from_args
 from .running import quiet_temporary_server
 
 
@@ -23,6 +24,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
     start_temporary_server()  # first thing: it boots while the sweep's imports and checks run
     config = load_sweep(args.config)
+    database_from_args(args)  # --database-wait, for the pairs' processes too
     if args.database:
         config = config.model_copy(update={"database": check_database_url(args.database)})
     if args.processes is not None:

@@ -44,3 +44,20 @@ def _undo_later(done: asyncio.Future[T], undo: Callable[[T], Awaitable[None] | N
         task = asyncio.ensure_future(giving_back)
         _giving_back.add(task)  # kept until it ends: the loop holds only a weak reference
         task.add_done_callback(_giving_back.discard)
+
+
+async def shielded(operation: Awaitable[T]) -> T:
+    """`operation` run to its end even when its caller is cancelled meanwhile (giving a lease
+    back); an error it then ends with has nobody to go to and is dropped, instead of being
+    reported as a task exception never retrieved."""
+    running = asyncio.ensure_future(operation)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        running.add_done_callback(_drop_outcome)
+        raise
+
+
+def _drop_outcome(done: asyncio.Future[T]) -> None:
+    if not done.cancelled():
+        done.exception()

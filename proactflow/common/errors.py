@@ -22,3 +22,8 @@ class ProviderRejected(UserError):
 
 class EndpointDown(UserError):
     """Calls keep failing with retryable errors and none succeeds: stop instead of waiting hours."""
+
+
+class DatabaseLost(UserError):
+    """The database went away mid-run and did not come back within the wait: the run stops
+    with one line and exit status 1 (calls may have been paid; their answers are kept)."""

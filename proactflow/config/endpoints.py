@@ -129,18 +129,29 @@ def provider_url(model: str) -> str | None:
     return base or _DEFAULT_HOSTS.get(provider)
 
 
-def get_request(url: str, api_key: str | None) -> urllib.request.Request:
-    """A GET of an endpoint URL as the OpenAI client would send it: the key as a bearer token,
-    userinfo in the URL (which urllib cannot take there) as basic authentication otherwise."""
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """An endpoint URL without its user info, and the `Authorization` header value that user
+    info stands for (`Basic`, as a browser or curl sends it), None when it has none. HTTP
+    clients refuse a URL holding user info beside an Authorization header of their own (the
+    key's), and some send neither: the calls send this header instead, and only to this URL."""
     parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
     netloc = parts.netloc.rsplit("@", 1)[-1]
-    request = urllib.request.Request(urlunsplit(parts._replace(netloc=netloc)))
-    if api_key:
+    token = base64.b64encode(f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+                             .encode()).decode()
+    return urlunsplit(parts._replace(netloc=netloc)), f"Basic {token}"
+
+
+def get_request(url: str, api_key: str | None) -> urllib.request.Request:
+    """A GET of an endpoint URL as the calls send it: user info in the URL as basic
+    authentication, else the key as a bearer token."""
+    bare, basic = split_credentials(url)
+    request = urllib.request.Request(bare)
+    if basic:
+        request.add_header("Authorization", basic)
+    elif api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
-    elif parts.username:
-        token = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-                                 .encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
     return request
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
@@ -87,6 +88,29 @@ class SharedPacer:
 
 
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
+# A booking and a settlement are applied once by their id: run again after the connection was
+# lost under them (the first run may have committed), they find their first result.
+_BOOK = f"""
+WITH prior AS (SELECT result FROM proactflow_applied WHERE operation = $3),
+booked AS (
+    UPDATE proactflow_pacer p SET next_at = GREATEST(c.now, p.next_at) + $2
+    FROM (SELECT {_NOW} AS now) c
+    WHERE p.bucket = $1 AND NOT EXISTS (SELECT 1 FROM prior)
+    RETURNING p.next_at - $2 AS start_at),
+noted AS (INSERT INTO proactflow_applied (operation, result) SELECT $3, start_at FROM booked)
+SELECT COALESCE((SELECT result FROM prior), (SELECT start_at FROM booked)) - {_NOW}
+"""
+_SETTLE = f"""
+WITH prior AS (SELECT 1 FROM proactflow_applied WHERE operation = $3),
+settled AS (
+    UPDATE proactflow_pacer SET next_at = GREATEST({_NOW}, next_at + $2)
+    WHERE bucket = $1 AND NOT EXISTS (SELECT 1 FROM prior) RETURNING 0::float8 AS result)
+INSERT INTO proactflow_applied (operation, result) SELECT $3, result FROM settled
+"""
+_PRUNE = "DELETE FROM proactflow_applied WHERE applied_at < now() - interval '1 hour'"
+_PRUNE_EVERY = 1000
+"""Operations of a process between two prunes of ids no retry can need any more (a retry
+waits --database-wait at most)."""
 
 
 class PostgresPacer:
@@ -100,43 +124,45 @@ class PostgresPacer:
         self.per_minute = per_minute
         self._seconds_per_unit = 60.0 * SLOT_MARGIN / per_minute
         self._created = False
+        self._operations = 0
 
     async def _db(self) -> Database:
         database = await self._database()
         if not self._created:
             await database.fetchval("INSERT INTO proactflow_pacer VALUES ($1, 0) "
-                                    "ON CONFLICT DO NOTHING", self.name)
+                                    "ON CONFLICT DO NOTHING", self.name, idempotent=True)
             self._created = True
+        self._operations += 1
+        if self._operations % _PRUNE_EVERY == 0:
+            await database.fetchval(_PRUNE, idempotent=True)
         return database
 
     async def acquire(self, cost: float = 1.0) -> float:
         units = cost * self._seconds_per_unit
+        booking = uuid.uuid4()  # the same booking when run again after a lost connection
         wait = None
         while wait is None:  # None: the bucket's row was deleted under us; made again
             database = await self._db()
-            wait = await database.fetchval(
-                f"UPDATE proactflow_pacer p SET next_at = GREATEST(c.now, p.next_at) + $2 "
-                f"FROM (SELECT {_NOW} AS now) c WHERE p.bucket = $1 "
-                f"RETURNING p.next_at - $2 - c.now", self.name, units)
+            wait = await database.fetchval(_BOOK, self.name, units, booking, idempotent=True)
             self._created = wait is not None
-        start = time.time() + wait
+        start = time.time() + wait  # the server's clock placed the slot, whatever ours says
         if wait > 0:
             await asyncio.sleep(wait)
         return start
 
     async def defer(self, seconds: float) -> None:
         database = await self._db()
+        # Run twice, it pushes the slot to the same moment (give or take the round trip).
         await database.fetchval(
             f"UPDATE proactflow_pacer SET next_at = GREATEST(next_at, {_NOW} + $2) "
-            f"WHERE bucket = $1", self.name, float(seconds))
+            f"WHERE bucket = $1", self.name, float(seconds), idempotent=True)
 
     async def settle(self, extra_cost: float) -> None:
         if not extra_cost:
             return
         database = await self._db()
-        await database.fetchval(
-            f"UPDATE proactflow_pacer SET next_at = GREATEST({_NOW}, next_at + $2) "
-            f"WHERE bucket = $1", self.name, extra_cost * self._seconds_per_unit)
+        await database.fetchval(_SETTLE, self.name, extra_cost * self._seconds_per_unit,
+                                uuid.uuid4(), idempotent=True)
 
     async def close(self) -> None:
         """Nothing to close: the call store owns the connections."""
@@ -204,8 +230,8 @@ class AdaptiveLimit:
                 await waiter
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
-                    self.release(time.monotonic())  # the slot was handed over: give it back
-                else:
+                    self._give_back()  # the slot was handed over: passed on, no call made
+                elif waiter in self._waiters:  # not yet popped by a release that skipped it
                     self._waiters.remove(waiter)
                 raise
         return time.monotonic()
@@ -229,6 +255,13 @@ class AdaptiveLimit:
                 self._last_decrease = time.monotonic()
         elif self.limit < self.ceiling:
             self.limit = min(float(self.ceiling), self.limit + 1)
+        self._wake()
+
+    def _give_back(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
         while self._waiters and self.in_flight < int(self.limit):
             waiter = self._waiters.popleft()
             if not waiter.done():

@@ -12,6 +12,7 @@ leases live:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -161,9 +162,11 @@ class PostgresSlots:
             database = attached(self._url)
             if database is None:  # every store closed, and the connection with its locks
                 return
-            # Only on the connection that took it: a lost connection took its locks along.
-            await database.lock_query("SELECT pg_advisory_unlock($1, $2)", self._space, slot,
-                                      of=generation)
+            # Only on the connection that took it: a lost connection took its locks along, so
+            # a failure here leaves nothing held (and a task's error would go unheard).
+            with contextlib.suppress(Exception):
+                await database.lock_query("SELECT pg_advisory_unlock($1, $2)", self._space,
+                                          slot, of=generation)
 
         # A task, so that release stays synchronous. Taking this slot again before the unlock
         # runs is safe: the session then holds it twice, and the unlock leaves it held once.

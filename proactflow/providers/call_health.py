@@ -1,9 +1,11 @@
 """What a client of one role keeps about its calls: counters for the run record and summary,
-and the breaker that declares an endpoint down."""
+and the breaker that declares an endpoint down; the HTTP attempts under way in the process."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 from dataclasses import dataclass, field
 
 
@@ -49,3 +51,37 @@ class Breaker:
         self.failures += 1
         return self.failures >= self.min_failures \
             and time.monotonic() - self.since >= self.down_after_s
+
+
+class Paying:
+    """The HTTP attempts under way on one event loop, and an event set while there are none:
+    a run stopping because its database stayed away lets them finish first, so that answers
+    paid for are kept (a Ctrl-C does not wait)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def __enter__(self) -> "Paying":
+        self.count += 1
+        self.idle.clear()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.idle.set()
+
+
+_paying: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Paying] = \
+    weakref.WeakKeyDictionary()
+
+
+def paying() -> Paying:
+    """The HTTP attempts under way on the running event loop."""
+    loop = asyncio.get_running_loop()
+    found = _paying.get(loop)
+    if found is None:
+        found = _paying[loop] = Paying()
+    return found

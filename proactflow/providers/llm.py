@@ -23,11 +23,12 @@ from ..cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
 from .content import wire_content
 from . import litellm_costs
-from .call_health import Breaker, CallStats
-from ..common.errors import EndpointDown, ProviderRejected
+from .call_health import Breaker, CallStats, paying
+from ..common.errors import DatabaseLost, EndpointDown, ProviderRejected
 from ..limits.leases import HeldLeases
 from .provider_errors import AttemptFailed, classify
 from ..limits.ratelimit import AdaptiveLimit, InFlightLimit, Pacer
+from ..config.endpoints import split_credentials
 from ..config.settings import ModelRole, RuntimeOptions
 
 litellm.suppress_debug_info = True
@@ -95,6 +96,16 @@ class ChatClient:
 
     async def call(self, request: ChatRequest,
                    accept: Callable[[str], T] | None = None) -> ChatOutcome:
+        try:
+            return await self._call(request, accept)
+        except DatabaseLost:
+            # The run stops: first the calls still being answered finish, so that their
+            # answers, paid for, are kept on this host (calls_postgres.py) for the next run.
+            await paying().idle.wait()
+            raise
+
+    async def _call(self, request: ChatRequest,
+                    accept: Callable[[str], T] | None = None) -> ChatOutcome:
         """Answer `request` from the cache or the provider.
 
         `accept` parses a reply and raises ValueError when it is unusable: the call is then made
@@ -226,13 +237,17 @@ class ChatClient:
             await self._token_pacer.acquire(estimate)
         kwargs: dict[str, Any] = dict(request.params)
         if self.role.api_base:
-            kwargs["api_base"] = self.role.api_base
+            # User info in the URL goes as a header of its own, which replaces the key's
+            # bearer token (one Authorization header; docs/running.md).
+            kwargs["api_base"], basic = split_credentials(self.role.api_base)
+            if basic:
+                kwargs["extra_headers"] = {"Authorization": basic}
         key = api_key_for(self.role)
         if key:
             kwargs["api_key"] = key
         started = time.monotonic()
         self.stats.http_attempts += 1
-        with litellm_costs.priced_per_stage():
+        with litellm_costs.priced_per_stage(), paying():
             response = await self._completion(
                 model=request.model,
                 messages=[{"role": role, "content": wire_content(content)}
