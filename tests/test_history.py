@@ -1,0 +1,205 @@
+"""Five nightly sweeps on a fake clock: the history, a regression that is real, a model that
+changed behind its name, and the Prefect event an automation would act on.
+
+The model under test answers well on nights 1-3 (each night a new checkpoint label, so it is
+asked again and answers the same), badly on night 4 (a new checkpoint that regressed, except on
+one trigger), and on night 5 the same checkpoint label is served by another snapshot (a new
+system fingerprint) that the cache would hide: the probe notices it and refresh_on_change asks
+again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import polars as pl
+import pytest
+
+from fake_openai import Reply
+from helpers import run_cli
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS, _last_user, judged_response
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+class NightlyModel:
+    """A model whose answers and served snapshot the test sets night by night."""
+
+    def __init__(self) -> None:
+        self.bad = False
+        self.kept_good: str | None = None
+        """The one user message still answered well on a bad night."""
+        self.fingerprint = "fp-1"
+        self.asked: list[str] = []
+
+    def __call__(self, request: dict) -> Reply:
+        message = _last_user(request)
+        self.asked.append(message)
+        quality = "bad" if self.bad and message != self.kept_good else "good"
+        return Reply(content=f"{quality} answer to: {message[:40]}", served_model="nightly",
+                     system_fingerprint=self.fingerprint)
+
+
+def verdict_judge(request: dict) -> Reply:
+    if "END OF CONTEXT" not in _last_user(request):  # the sweep's snapshot probe
+        return Reply(content="ready", served_model="judge-snap", system_fingerprint="j-1")
+    response = judged_response(request)
+    score = "PASS" if response.startswith("good") else "FAIL"
+    return Reply(content=json.dumps({"evaluation_result": {
+        "status": "EVALUATED", "score": score, "rationale": "test verdict",
+        "evidence": response[:20]}}), served_model="judge-snap", system_fingerprint="j-1")
+
+
+def _sweep_file(path, fake, store, out, revision: str) -> None:
+    path.write_text(f"""
+name = "nightly"
+store = "{store}"
+out = "{out}"
+corpus = "{SAMPLE_CORPUS}"
+judge_prompt = "{JUDGE_PROMPT}"
+regression_threshold = 0.05
+refresh_on_change = true
+processes = 1
+
+[[judges]]
+model = "openai/verdicts"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/nightly"
+api_base = "{fake.url}"
+revision = "{revision}"
+""")
+
+
+def _trigger_kept_good(store) -> str:
+    """The user message of a trigger of a dialogue with other scored triggers: it stays good on
+    night 4, so its sample keeps its verdict and every dialogue still has one that changed."""
+    from proactflow.cache.artifacts import ArtifactStore
+    from proactflow.results.evaluations import evaluation_of
+    from proactflow.results.history import read_nights
+
+    artifacts = ArtifactStore(str(store))
+    evaluation = evaluation_of(artifacts, read_nights(artifacts)[0].pairs[0]["judgments"])
+    assert evaluation is not None
+    scored = evaluation.judgments.filter(pl.col("status") == "scored")
+    unit = scored.group_by("unique_id_eval").len().filter(pl.col("len") > 1)["unique_id_eval"][0]
+    first = scored.filter(pl.col("unique_id_eval") == unit).sort("turn").row(0, named=True)
+    return evaluation.triggers.filter(
+        (pl.col("unique_id_eval") == unit) & (pl.col("turn") == first["turn"])
+    )["user_message"][0]
+
+
+def _events(api: str, name: str) -> list[dict]:
+    request = urllib.request.Request(
+        f"{api}/events/filter", method="POST", headers={"Content-Type": "application/json"},
+        data=json.dumps({"filter": {"event": {"name": [name]}}, "limit": 50}).encode())
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())["events"]
+
+
+def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
+    model = NightlyModel()
+    fake.responders["nightly"] = model
+    fake.responders["verdicts"] = verdict_judge
+    store, config = tmp_path / "store", tmp_path / "nightly.toml"
+    results = {}
+    for night in range(1, 6):
+        monkeypatch.setenv("PROACTFLOW_NOW", f"2026-11-0{night}T02:00:00+00:00")
+        out = tmp_path / f"night{night}"
+        _sweep_file(config, fake, store, out, f"ckpt-{min(night, 4)}")
+        if night == 4:
+            model.bad = True
+            model.kept_good = kept
+        if night == 5:
+            model.fingerprint = "fp-2"  # another snapshot behind the same name and label
+        model.asked.clear()
+        code = run_cli("sweep", ["--config", str(config), "--fail-on-regression"])
+        printed = capsys.readouterr().out
+        results[night] = (code, printed, (out / "sweep.md").read_text(), model.asked[:])
+        if night == 1:
+            kept = _trigger_kept_good(store)
+
+    for night in (1, 2, 3):
+        code, printed, summary, asked = results[night]
+        assert code == 0, printed
+        assert "REGRESSION" not in printed and "Regressions" not in summary
+        assert "changed behind its name" not in summary
+    # Nights 2-3 asked every trigger again (new checkpoint labels, and the probe: night 1 had
+    # no night to compare with) and got the same verdicts.
+    assert len(results[2][3]) == len(results[1][3]) + 1 > 2
+
+    code, printed, summary, _ = results[4]
+    assert code == 1, printed  # --fail-on-regression
+    assert "REGRESSION  openai/nightly judged by openai/verdicts (OVERALL)" in printed
+    top = summary.split("## Regressions and improvements", 1)
+    assert top[0].strip() == "# ProactBench sweep" or top[0].startswith("# ")
+    assert "2026-11-03 02:00 (ckpt-3" in summary and "2026-11-04 02:00 (ckpt-4" in summary
+
+    from proactflow.cache.artifacts import ArtifactStore
+    from proactflow.results.history import read_nights
+    from proactflow.results.history_scores import all_findings
+
+    nights = read_nights(ArtifactStore(str(store)), series="nightly")
+    assert [n.night.day for n in nights] == [1, 2, 3, 4, 5]
+    findings = all_findings(nights)
+    assert {(f.after[:10], f.kind) for f in findings} == {("2026-11-04", "regression")}
+    overall = next(f for f in findings if f.group == "OVERALL")
+    assert overall.ci_high < 0 and overall.delta < -0.05
+    night3 = nights[2].pairs[0]["samples"]
+    scored_before = {s for s, v in zip(night3["sample"], night3["verdict"]) if v is not None}
+    kept_sample = {s for s, v, w in zip(night3["sample"], night3["verdict"],
+                                        nights[3].pairs[0]["samples"]["verdict"]) if v == w}
+    assert len(kept_sample & scored_before) == 1  # the trigger that stayed good
+    assert {c["sample"] for c in overall.changed} == scored_before - kept_sample
+    assert all((c["before"], c["after"]) == ("PASS", "FAIL") for c in overall.changed)
+    assert overall.samples == len(scored_before)
+    assert "Since the night before" in (tmp_path / "night4" / "report.html").read_text()
+
+    # Night 5: the served snapshot changed behind ckpt-4; noticed, and asked again.
+    code, printed, summary, asked = results[5]
+    assert "openai/nightly (model under test) changed behind its name: nightly (fingerprint " \
+           "fp-1) answered its cached results on 2026-11-04 02:00, nightly (fingerprint fp-2) " \
+           "answers on 2026-11-05 02:00" in summary
+    assert "CHANGED openai/nightly" in printed
+    assert len(asked) == len(results[1][3]) + 1  # the probe and every trigger, not the cache
+    assert fake.probes["nightly"] == 4 and fake.probes["verdicts"] == 4  # nights 2-5
+    assert nights[4].pairs[0]["snapshot"] == {"served_model": "nightly",
+                                              "system_fingerprint": "fp-2"}
+    assert code == 0, printed  # same answers as night 4: no regression
+
+    # The history command: table and page.
+    history_out = tmp_path / "history"
+    assert run_cli("history", ["--config", str(config), "--out", str(history_out)]) == 0
+    printed = capsys.readouterr().out
+    assert "REGRESSION: openai/nightly judged by openai/verdicts" in printed
+    table = pl.read_csv(history_out / "history.csv")
+    overall_rows = table.filter(pl.col("group") == "OVERALL").sort("night")
+    assert overall_rows["night"].str.slice(0, 10).to_list() == [
+        f"2026-11-0{n}" for n in range(1, 6)]
+    scores = overall_rows["score"].to_list()
+    assert scores[0] == scores[1] == scores[2] == 1.0 and scores[3] == scores[4] < 0.5
+    assert overall_rows["point"].to_list()[3:] == ["ckpt-4, nightly (fp-1)",
+                                                   "ckpt-4, nightly (fp-2)"]
+    assert (overall_rows["ci_low"] <= overall_rows["score"]).all()
+    page = (history_out / "history.html").read_text()
+    assert page.count("<svg") == table["group"].n_unique()
+    assert "<polygon" in page and "ckpt-4, nightly (fp-2)" in page
+    assert (tmp_path / "night4" / "report.html").resolve().as_uri() in page
+
+    # The regression reached Prefect as an event, with what an automation needs.
+    events = []
+    for _ in range(30):
+        events = _events(prefect_server, "proactflow.regression")
+        if events:
+            break
+        time.sleep(1)
+    payloads = [e["payload"] for e in events if e["payload"].get("series") == "nightly"]
+    overall_event = next(p for p in payloads if p["group"] == "OVERALL")
+    assert overall_event["model"] == "openai/nightly" and overall_event["suite"] == "proactbench"
+    assert overall_event["judge"] == "openai/verdicts"
+    assert overall_event["delta"] == pytest.approx(overall.delta)
+    assert overall_event["interval"] == pytest.approx([overall.ci_low, overall.ci_high])
+    assert not _events(prefect_server, "proactflow.improvement")
