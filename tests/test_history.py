@@ -11,8 +11,10 @@ again.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -22,6 +24,9 @@ from helpers import run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, _last_user, judged_response
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
+
+ROOT = Path(__file__).resolve().parents[1]
+PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
 
 
 class NightlyModel:
@@ -92,6 +97,65 @@ def _trigger_kept_good(store) -> str:
     )["user_message"][0]
 
 
+class Webhook:
+    """A local HTTP endpoint a Prefect notification block posts to."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                received.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+
+
+def _apply_automation(webhook: Webhook) -> list:
+    """automations/notify-on-regression.yaml as a user applies it, its block a webhook here."""
+    import asyncio
+
+    import yaml
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.client.orchestration import get_client
+    from prefect.events.schemas.automations import AutomationCore
+
+    block = CustomWebhookNotificationBlock(name="proactflow-test", url=webhook.url,
+                                           json_data={"text": "{{subject}}\n{{body}}"})
+    block_id = block.save("proactflow-history-test", overwrite=True)
+    text = (ROOT / "automations" / "notify-on-regression.yaml").read_text()
+    assert text.count(PLACEHOLDER) == 2
+    automations = yaml.safe_load(text.replace(PLACEHOLDER, str(block_id)))["automations"]
+
+    async def create() -> list:
+        async with get_client() as client:
+            return [await client.create_automation(AutomationCore.model_validate(a))
+                    for a in automations]
+
+    return asyncio.run(create())
+
+
+def _delete_automations(ids: list) -> None:
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    async def delete() -> None:
+        async with get_client() as client:
+            for automation_id in ids:
+                await client.delete_automation(automation_id)
+
+    asyncio.run(delete())
+
+
 def _events(api: str, name: str) -> list[dict]:
     request = urllib.request.Request(
         f"{api}/events/filter", method="POST", headers={"Content-Type": "application/json"},
@@ -106,6 +170,8 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     fake.responders["verdicts"] = verdict_judge
     store, config = tmp_path / "store", tmp_path / "nightly.toml"
     results = {}
+    webhook = Webhook()
+    automations = _apply_automation(webhook)
     for night in range(1, 6):
         monkeypatch.setenv("PROACTFLOW_NOW", f"2026-11-0{night}T02:00:00+00:00")
         out = tmp_path / f"night{night}"
@@ -203,3 +269,16 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert overall_event["delta"] == pytest.approx(overall.delta)
     assert overall_event["interval"] == pytest.approx([overall.ci_low, overall.ci_high])
     assert not _events(prefect_server, "proactflow.improvement")
+
+    # And the automation a user applies from the repository notified, once per finding.
+    for _ in range(30):
+        if len(webhook.received) >= len(payloads):
+            break
+        time.sleep(1)
+    _delete_automations(automations)
+    notified = [json.loads(body)["text"] for body in webhook.received]
+    assert len(notified) == len(payloads)
+    assert any(text.startswith("proactflow: openai/nightly regressed on proactbench\n"
+                               "openai/nightly judged by openai/verdicts\n(proactbench, "
+                               "OVERALL, series nightly):") for text in notified)
+    assert f"{100 * overall.delta:+.1f} points" in "".join(notified)
