@@ -11,6 +11,7 @@ again.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.request
@@ -19,6 +20,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from browser import Browser, chromium_path
 from fake_openai import Reply
 from helpers import run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, _last_user, judged_response
@@ -156,6 +158,24 @@ def _delete_automations(ids: list) -> None:
     asyncio.run(delete())
 
 
+def _look_at(page: Path, table: pl.DataFrame, tmp_path: Path) -> None:
+    """The page in a browser: a point per night and group, the bands, the labels drawn; its
+    screenshot is docs/images/history.png (PROACTFLOW_SCREENSHOTS=docs/images)."""
+    with Browser(page.as_uri()) as browser:
+        browser.wait_for("document.querySelectorAll('svg').length > 0")
+        assert browser.evaluate("document.querySelectorAll('svg circle').length") == \
+            table.filter(pl.col("score").is_not_null()).height
+        assert browser.evaluate("document.querySelectorAll('svg polygon').length") == \
+            table["group"].n_unique()
+        boxes = browser.evaluate("[...document.querySelectorAll('svg')].map(s => "
+                                 "s.getBoundingClientRect().height)")
+        assert all(height > 100 for height in boxes)
+        shots = Path(os.environ.get("PROACTFLOW_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        browser.screenshot(shots / "history.png")
+        assert (shots / "history.png").stat().st_size > 10_000
+
+
 def _events(api: str, name: str) -> list[dict]:
     request = urllib.request.Request(
         f"{api}/events/filter", method="POST", headers={"Content-Type": "application/json"},
@@ -254,6 +274,8 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert page.count("<svg") == table["group"].n_unique()
     assert "<polygon" in page and "ckpt-4, nightly (fp-2)" in page
     assert (tmp_path / "night4" / "report.html").resolve().as_uri() in page
+    if chromium_path() is not None or os.environ.get("CI") == "true":
+        _look_at(history_out / "history.html", table, tmp_path)
 
     # The regression reached Prefect as an event, with what an automation needs.
     events = []

@@ -17,9 +17,10 @@ from ..cache.artifacts import write_atomic
 from .history_scores import Finding
 from .report_html import STYLE
 
+CHARTS = ".charts{display:flex;flex-wrap:wrap;gap:0 1.5rem}details{font-size:.8rem}"
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 300, 48, 24, 16, 56
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 260, 48, 70, 16, 40
 
 
 def _chart(part: pl.DataFrame, nights: list[str]) -> str:
@@ -82,9 +83,11 @@ def _findings(findings: list[Finding]) -> str:
     for f in findings:
         links = " ".join(f'<a href="{html.escape(str(url))}">{name.replace("_", " ")}</a>'
                          for name, url in f.links.items() if url)
-        changed = ", ".join(f"{c['sample']} {c['before']}→{c['after']}" for c in f.changed)
-        items.append(f"<li><b>{html.escape(f.line())}</b> {links}<br><small>"
-                     f"{html.escape(changed)}</small></li>")
+        changed = "".join(f"<li>{html.escape(c['sample'])}: {c['before']} → {c['after']}</li>"
+                          for c in f.changed)
+        items.append(f"<li><b>{html.escape(f.line())}</b> {links}<details><summary>the "
+                     f"{len(f.changed)} samples that changed verdict</summary><ul>{changed}"
+                     "</ul></details></li>")
     return f"<ul>{''.join(items)}</ul>"
 
 
@@ -107,19 +110,22 @@ def write_history(out: Path, table: pl.DataFrame, findings: list[Finding]) -> di
     write_atomic(out / "history.csv", table.write_csv().encode())
     sections = []
     nights = sorted(set(table["night"].to_list()))
-    for (suite, group), part in table.sort("suite", "group").group_by(
-            "suite", "group", maintain_order=True):
-        sections.append(f"<h2>{html.escape(str(suite))}: {html.escape(str(group))}</h2>"
-                        + _chart(part, [n for n in nights if n in set(part["night"])]))
+    ordered = table.with_columns(first=pl.col("group") != "OVERALL").sort("suite", "first",
+                                                                         "group")
+    for (suite, group), part in ordered.group_by("suite", "group", maintain_order=True):
+        sections.append(f"<div class='chart'><h2>{html.escape(str(suite))}: "
+                        f"{html.escape(str(group))}</h2>"
+                        + _chart(part, [n for n in nights if n in set(part["night"])])
+                        + "</div>")
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
-<title>Proactivity history</title><style>{STYLE}</style></head><body>
+<title>Proactivity history</title><style>{STYLE}{CHARTS}</style></head><body>
 <h1>Proactivity over nights</h1>
 <p class="note">Weighted score per night with its 95 % bootstrap interval over dialogues (band).
 A point is labelled where the revision or the served snapshot changes; a dashed line marks a
 judge that changed (scores on either side are not comparable). Changes between consecutive
 nights are paired over the samples both scored.</p>
 <h2>Regressions and improvements</h2>{_findings(findings)}
-{''.join(sections)}
+<div class="charts">{''.join(sections)}</div>
 <h2>Nights</h2>{_nights_table(table)}
 </body></html>"""
     write_atomic(out / "history.html", page.encode("utf-8"))

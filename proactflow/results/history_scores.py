@@ -67,7 +67,7 @@ def pair_scores(pair: dict[str, Any]) -> list[dict[str, Any]]:
     for (group,), part in frame.group_by("group", maintain_order=True):
         scored = part.filter(pl.col("credit").is_not_null())
         per_unit = scored.group_by("unit").agg(credit=pl.col("credit").sum(),
-                                               count=pl.len().cast(pl.Float64))
+                                               count=pl.len().cast(pl.Float64)).sort("unit")
         low, high = _interval(per_unit, "credit", "count")
         rows.append({"group": group, "evaluated": scored.height,
                      "score": float(scored["credit"].mean()) if scored.height else None,  # type: ignore[arg-type]
@@ -129,7 +129,7 @@ def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
     for (group,), part in both.group_by("group", maintain_order=True):
         per_unit = part.group_by("unit").agg(
             diff=(pl.col("credit_after") - pl.col("credit")).sum(),
-            count=pl.len().cast(pl.Float64))
+            count=pl.len().cast(pl.Float64)).sort("unit")  # the seeded draw's order
         delta = float(per_unit["diff"].sum()) / float(per_unit["count"].sum())
         low, high = _interval(per_unit, "diff", "count")
         if low is None or high is None or (low <= 0 <= high) or abs(delta) <= threshold:
