@@ -70,7 +70,8 @@ def history_command(args: argparse.Namespace) -> int:
         interval = f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]" \
             if row["ci_low"] is not None else ""
         score = "-" if row["score"] is None else f"{100 * row['score']:.1f}"
-        print(f"{row['night'][:16]}  {row['suite']}  {row['point']} ({row['model']}) judged by "
+        night = row["night"][:16].replace("T", " ")
+        print(f"{night}  {row['suite']}  {row['point']} ({row['model']}) judged by "
               f"{row['judge']}: {score} {interval}"
               + ("  [judge changed]" if row["judge_changed"] else ""))
     for finding in findings:
