@@ -22,7 +22,7 @@ import pytest
 
 from browser import Browser, chromium_path
 from fake_openai import Reply
-from helpers import run_cli
+from helpers import cli_args, run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, _last_user, judged_response
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -304,3 +304,27 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
                                "openai/nightly judged by openai/verdicts\n(proactbench, "
                                "OVERALL, series nightly):") for text in notified)
     assert f"{100 * overall.delta:+.1f} points" in "".join(notified)
+
+
+def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeypatch):
+    model = NightlyModel()
+    fake.responders["nightly"] = model
+    fake.responders["verdicts"] = verdict_judge
+    store = tmp_path / "store"
+    for day, revision in ((1, "ckpt-1"), (2, "ckpt-2")):
+        monkeypatch.setenv("PROACTFLOW_NOW", f"2026-11-0{day}T09:00:00+00:00")
+        model.bad = day == 2
+        args = cli_args(fake, store, eval_model="openai/nightly", judge_model="openai/verdicts",
+                        extra=("--eval-revision", revision, "--label", "checkpoints"))
+        assert run_cli("run", args) == 0
+    printed = capsys.readouterr().out
+    assert "history: a night of series 'checkpoints'" in printed
+    assert "REGRESSION: openai/nightly judged by openai/verdicts (proactbench, OVERALL)" in \
+        printed
+
+    from proactflow.cache.artifacts import ArtifactStore
+    from proactflow.results.history import read_nights
+
+    nights = read_nights(ArtifactStore(str(store)), series="checkpoints")
+    assert [(n.date, n.pairs[0]["revision"]) for n in nights] == [
+        ("2026-11-01 09:00", "ckpt-1"), ("2026-11-02 09:00", "ckpt-2")]

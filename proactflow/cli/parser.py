@@ -164,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "shared likewise; paced on estimates, corrected by actual usage")
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
+        if name == "run":
+            run.add_argument("--label", metavar="NAME",
+                             help="also record the run as a night of the series NAME, beside "
+                                  "the sweeps' ('proactflow history --series NAME')")
         if name == "rejudge":
             judge.add_argument("--all-models", action="store_true",
                                help="instead of --eval-model: re-judge the stored responses of "

@@ -50,8 +50,18 @@ def record_night(config: SweepConfig, suite: Suite, store: ArtifactStore, night:
                  run_id: str, finished: list[tuple[RunSettings, dict[str, Any]]],
                  found: list[Change], out: Path | None
                  ) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """Write the night to the series; returns its pairs and its findings against the night
-    before."""
+    """Write the sweep's night to its series; returns its pairs and its findings against the
+    night before."""
+    return record_pairs(store, suite, config.name, night, run_id, finished, found, out,
+                        config.regression_threshold)
+
+
+def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetime,
+                 run_id: str, finished: list[tuple[RunSettings, dict[str, Any]]],
+                 found: list[Change], out: Path | None, threshold: float = 0.0
+                 ) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Write a night of `series` (a sweep's, or a labelled run's) from what its evaluations
+    returned; returns its pairs and its findings against the night before."""
     stages = suite.stages
     notes = {(c.role, c.model): c.line() for c in found}
     pairs = []
@@ -61,22 +71,22 @@ def record_night(config: SweepConfig, suite: Suite, store: ArtifactStore, night:
         judgments = store.get_by_key(stages.judgments, keys[stages.judgments]).frame()
         model, judge = settings.model_under_test.model, settings.judge_name
         pairs.append(pair_entry(
-            config.suite, model, judge, settings.model_under_test.revision,
+            suite.name, model, judge, settings.model_under_test.revision,
             keys[stages.judgments], keys[stages.responses], responses, judgments,
             [line for (role, name), line in notes.items()
              if (role, name) in (("model", model), ("judge", judge))]))
     links: dict[str, str | None] = {"report": None, "viewer": None}
     if out is not None:
-        links["report"] = (out / "report.html").resolve().as_uri()
+        report = out / "report.html"
+        links["report"] = report.resolve().as_uri() if report.exists() else None
         viewer = out / "viewer" / "index.html"
         links["viewer"] = viewer.resolve().as_uri() if viewer.exists() else None
-    write_night(store, config.name, config.suite, night, run_id, pairs, links,
-                {"regression_threshold": config.regression_threshold,
-                 "changes": [c.line() for c in found]})
-    nights = read_nights(store, series=config.name, suite=config.suite)
+    write_night(store, series, suite.name, night, run_id, pairs, links,
+                {"regression_threshold": threshold, "changes": [c.line() for c in found]})
+    nights = read_nights(store, series=series, suite=suite.name)
     index = next(i for i, n in reversed(list(enumerate(nights))) if n.content["run_id"] ==
                  run_id)
-    return pairs, findings_of(nights, index, config.regression_threshold)
+    return pairs, findings_of(nights, index, threshold)
 
 
 def emit_findings(findings: list[Finding]) -> None:
