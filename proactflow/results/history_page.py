@@ -67,7 +67,9 @@ def _chart(part: pl.DataFrame, nights: list[str]) -> str:
             parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{colour}">'
                          f'<title>{tip}</title></circle>')
             if r["point"] != label:
-                parts.append(f'<text x="{cx + 5:.1f}" y="{cy - 7:.1f}" font-size="10" '
+                right = cx > (LEFT + WIDTH - RIGHT) / 2  # a label to the left: not cut off
+                parts.append(f'<text x="{cx - 5 if right else cx + 5:.1f}" y="{cy - 7:.1f}" '
+                             f'text-anchor="{"end" if right else "start"}" font-size="10" '
                              f'fill="{colour}">{html.escape(r["point"])}</text>')
                 label = r["point"]
         legend.append(f'<span class="key"><i style="background:{colour}"></i>'
