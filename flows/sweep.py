@@ -18,6 +18,7 @@ from proactflow.flows.evaluate import evaluate
 from proactflow.run.pipeline import suite_of
 from proactflow.results.history import now, series_slug
 from proactflow.results.history_page import add_to_report, findings_section
+from proactflow.results.history_scores import Finding
 from proactflow.run.progress import coverage_problem
 from proactflow.suites import found_by_other_processes
 from proactflow.sweeps.deployed import run_evaluations
@@ -114,8 +115,16 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                 logger.warning("%s judged by %s: %s", model, judge, shortfall)
     out = Path(config.out) if config.out else None
     board = suite.sweep_report(store, out, finished, seed=BOOTSTRAP_SEED) if finished else None
-    pairs, findings = record_night(config, suite, store, night, run_id, done, changed, out) \
-        if done else ([], [])
+    pairs: list[dict[str, Any]] = []
+    findings: list[Finding] = []
+    try:
+        if done:
+            pairs, findings = record_night(config, suite, store, night, run_id, done, changed,
+                                           out)
+    except Exception as exc:  # the night's results stand; only its history entry is missing
+        failures.append({"model": "-", "judge": "-",
+                         "error": f"the night was not recorded in the history: {exc}"})
+        logger.error("%s", failures[-1]["error"])
     for finding in findings:
         logger.warning("%s", finding.line())
     emit_findings(findings)

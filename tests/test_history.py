@@ -250,6 +250,7 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
            "fp-1) answered its cached results on 2026-11-04 02:00, nightly (fingerprint fp-2) " \
            "answers on 2026-11-05 02:00" in summary
     assert "CHANGED openai/nightly" in printed
+    assert "snapshot check: 2 fresh calls, one per model the series 'nightly' has seen" in printed
     assert len(asked) == len(results[1][3]) + 1  # the probe and every trigger, not the cache
     assert fake.probes["nightly"] == 4 and fake.probes["verdicts"] == 4  # nights 2-5
     assert nights[4].pairs[0]["snapshot"] == {"served_model": "nightly",

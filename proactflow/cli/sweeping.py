@@ -66,6 +66,10 @@ def sweep_command(args: argparse.Namespace) -> int:
             print(f"skipping {model.model}: {exc}")
         else:
             models.append(model)
+    from ..sweeps.nightly import planned_probe_line
+
+    if (probe_line := planned_probe_line(config, runs, store)) is not None:
+        print(probe_line)
     result: dict[str, Any] = {"failures": [], "leaderboard": []}
     if models:
         from ..flows.sweep import sweep

@@ -15,7 +15,7 @@ from ..results.history import latest_snapshots, pair_entry, read_nights, write_n
 from ..results.history_scores import Finding, findings_of, pair_scores
 from ..suites.base import Suite
 from .snapshot import PROBE_MAX_TOKENS, PROBE_PROMPT_TOKENS, Change, Probe, changes, probe_all
-from .snapshot import refreshed
+from .snapshot import refreshed, roles_to_probe
 from .sweep_file import SweepConfig
 
 EVENT_PREFIX = "proactflow"
@@ -33,6 +33,22 @@ async def check_snapshots(config: SweepConfig, runs: list[RunSettings], store: A
     if found and config.refresh_on_change:
         runs = refreshed(runs, found)
     return runs, probes, found
+
+
+def planned_probe_line(config: SweepConfig, runs: list[RunSettings],
+                       store: ArtifactStore) -> str | None:
+    """The plan's line for the snapshot check: how many fresh calls, and their cost."""
+    from ..providers.llm import estimated_cost
+
+    latest = latest_snapshots(read_nights(store, series=config.name, suite=config.suite))
+    probed = [key for key in roles_to_probe(runs) if key in latest]
+    if not probed:
+        return None
+    costs = [estimated_cost(model, PROBE_PROMPT_TOKENS, PROBE_MAX_TOKENS) for _, model in probed]
+    cost = "unknown" if None in costs else f"${sum(c or 0.0 for c in costs):.4f}"
+    return (f"snapshot check: {len(probed)} fresh calls, one per model the series '"
+            f"{config.name}' has seen, never from the cache (at most {PROBE_PROMPT_TOKENS} "
+            f"prompt + {PROBE_MAX_TOKENS} completion tokens each; estimated cost {cost})")
 
 
 def probe_cost_lines(probes: list[Probe]) -> list[str]:
