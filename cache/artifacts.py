@@ -253,6 +253,12 @@ class ArtifactStore:
                    and e.name.count("/") == 1]
         return [(entry, self._storage.read(entry.name)) for entry in entries]
 
+    def json_files(self, folder: str) -> list[tuple[Entry, bytes]]:
+        """Every `.json` file under `folder` (any depth) with its bytes, by name (the sweeps'
+        history: `history/<series>/<night>.json`)."""
+        entries = [e for e in self._storage.files(folder) if e.name.endswith(".json")]
+        return [(entry, self._storage.read(entry.name)) for entry in entries]
+
     def remove_record(self, name: str) -> None:
         """Remove the run record `runs/<name>.json`."""
         self._storage.remove(f"runs/{name}.json")

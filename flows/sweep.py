@@ -9,15 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
+from prefect.artifacts import (acreate_link_artifact, acreate_markdown_artifact,
+                               acreate_table_artifact)
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.config.settings import RunSettings
 from proactflow.flows.evaluate import evaluate
 from proactflow.run.pipeline import suite_of
+from proactflow.results.history import now, series_slug
+from proactflow.results.history_page import add_to_report, findings_section
+from proactflow.results.history_scores import Finding
 from proactflow.run.progress import coverage_problem
 from proactflow.suites import found_by_other_processes
 from proactflow.sweeps.deployed import run_evaluations
+from proactflow.sweeps.nightly import (check_snapshots, emit_findings, probe_cost_lines,
+                                       record_night, score_rows, summary_lines)
 from proactflow.sweeps.process_groups import process_count, run_in_processes
 from proactflow.sweeps.sweep_file import SweepConfig
 
@@ -41,9 +47,10 @@ def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
 
 
 def _markdown(title: str, headline: tuple[list[str], list[list[str]]],
-              failures: list[dict[str, str]], costs: list[str]) -> str:
+              failures: list[dict[str, str]], costs: list[str],
+              top: list[str] | None = None) -> str:
     columns, rows = headline
-    lines = [f"# {title} sweep", ""]
+    lines = [f"# {title} sweep", "", *(top or [])]
     if columns:
         lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -66,8 +73,16 @@ def process_count_of(config: SweepConfig, runs: list[RunSettings]) -> int:
 @flow(name="sweep", persist_result=False)
 async def sweep(config: SweepConfig) -> dict[str, Any]:
     """Evaluate every (model, judge) of the sweep concurrently, then rank them."""
+    from prefect.runtime import flow_run
+
     logger = get_run_logger()
+    night, run_id = now(), str(flow_run.id or "local")
     runs = config.runs()
+    store = ArtifactStore(runs[0].store)
+    runs, probes, changed = await check_snapshots(config, runs, store, night)
+    for change in changed:
+        logger.warning("%s%s", change.line(), "; asking it again (refresh_on_change)"
+                       if config.refresh_on_change else "")
     outcomes: list[Any]
     if config.deployment:  # on the pool's workers, wherever they are
         outcomes = await run_evaluations(config.deployment, runs, config.work_queues(),
@@ -79,6 +94,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                                         return_exceptions=True)
     suite = suite_of(runs[0])
     finished, failures, usage, summary = [], [], [], []
+    done: list[tuple[RunSettings, dict[str, Any]]] = []
     for settings, outcome in zip(runs, outcomes):
         model, judge = settings.model_under_test.model, settings.judge_name
         if isinstance(outcome, BaseException):
@@ -89,6 +105,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
             finished.append(next(stage["key"] for stage in outcome["stages"]
                                  if stage["stage"] == suite.stages.judgments))
             usage.append(outcome["usage"])
+            done.append((settings, outcome))
             scored, total, _ = outcome["coverage"]
             summary.append(f"{model} judged by {judge}: {scored} of {total} "
                            f"{suite.sample_noun} scored")
@@ -97,19 +114,43 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                 failures.append({"model": model, "judge": judge, "error": shortfall})
                 logger.warning("%s judged by %s: %s", model, judge, shortfall)
     out = Path(config.out) if config.out else None
-    board = suite.sweep_report(ArtifactStore(runs[0].store), out, finished,
-                               seed=BOOTSTRAP_SEED) if finished else None
+    board = suite.sweep_report(store, out, finished, seed=BOOTSTRAP_SEED) if finished else None
+    pairs: list[dict[str, Any]] = []
+    findings: list[Finding] = []
+    try:
+        if done:
+            pairs, findings = record_night(config, suite, store, night, run_id, done, changed,
+                                           out)
+    except Exception as exc:  # the night's results stand; only its history entry is missing
+        failures.append({"model": "-", "judge": "-",
+                         "error": f"the night was not recorded in the history: {exc}"})
+        logger.error("%s", failures[-1]["error"])
+    for finding in findings:
+        logger.warning("%s", finding.line())
+    emit_findings(findings)
+    if out is not None:
+        add_to_report(out / "report.html",
+                      findings_section(findings, [c.line() for c in changed]))
     if board is not None and out is not None:
         await acreate_link_artifact(key="sweep-report",
                                     link=(out / "report.html").resolve().as_uri(),
                                     link_text="report.html",
                                     description=f"{suite.display_name} sweep report")
     headline = suite.headline(board) if board is not None else ([], [])
-    markdown = _markdown(suite.display_name, headline, failures, _cost_lines(usage))
+    markdown = _markdown(suite.display_name, headline, failures,
+                         _cost_lines(usage) + probe_cost_lines(probes),
+                         summary_lines(findings, changed))
+    # Stable keys: the Prefect UI shows each night's version of them one after the other.
     await acreate_markdown_artifact(key="sweep-leaderboard", markdown=markdown,
                                     description=f"{suite.display_name} sweep leaderboard")
+    if pairs:
+        await acreate_table_artifact(key=f"{series_slug(config.name)}-scores",
+                                     table=score_rows(night, pairs),
+                                     description=f"{config.name}: scores of the night")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "sweep.md", markdown.encode())
     return {"leaderboard": board.to_dicts() if board is not None else [], "failures": failures,
-            "succeeded": len(finished), "summary": summary}
+            "succeeded": len(finished), "summary": summary,
+            "findings": [f.as_dict() for f in findings],
+            "changes": [c.line() for c in changed]}

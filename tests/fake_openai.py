@@ -34,6 +34,13 @@ class Reply:
 
 
 Responder = Callable[[dict], Reply]
+PROBE_PROMPT = "Reply with the single word: ready."
+"""What a sweep's snapshot probe asks (proactflow.sweeps.snapshot.PROBE_PROMPT)."""
+
+
+def _is_probe(request: dict) -> bool:
+    messages = request.get("messages") or []
+    return len(messages) == 1 and messages[0].get("content") == PROBE_PROMPT
 
 
 def text(content: str) -> Responder:
@@ -87,6 +94,8 @@ class FakeOpenAI:
         self.responders: dict[str, Responder] = dict(responders or {})
         self.latency = latency
         self.calls: Counter[str] = Counter()
+        self.probes: Counter[str] = Counter()
+        """A sweep's snapshot probes per model (proactflow.sweeps.snapshot), not in `calls`."""
         self.requests: list[dict] = []
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -124,6 +133,7 @@ class FakeOpenAI:
     def reset_counts(self) -> None:
         with self._lock:
             self.calls.clear()
+            self.probes.clear()
             self.requests.clear()
             self.call_times.clear()
             self.peak_in_flight = 0
@@ -134,6 +144,11 @@ class FakeOpenAI:
         responder = self.responders.get(model)
         if responder is None:
             return Reply(status=404, content=f"The model `{model}` does not exist.")
+        if _is_probe(request):
+            try:  # a responder that reads a snapshot answers it; a replay knows no such prompt
+                return responder(request)
+            except Exception:
+                return Reply(content="ready")
         return responder(request)
 
     def _handler_class(self):
@@ -173,7 +188,8 @@ class FakeOpenAI:
                 request["_path"] = self.path
                 model = request.get("model", "")
                 with fake._lock:
-                    fake.calls[model] += 1
+                    # A sweep's snapshot probe is counted apart: `calls` are the evaluation's.
+                    (fake.probes if _is_probe(request) else fake.calls)[model] += 1
                     fake.requests.append(request)
                     fake.call_times.append(time.monotonic())
                     fake.in_flight += 1

@@ -10,6 +10,7 @@ from .options import (EPILOG, Parser, add_database_option, add_role_options,
                       add_selection_options, add_store_option, age, fraction, judge_list,
                       non_negative_float, phases_list, positive_float, positive_int,
                       prompt_file)
+from .history_command import add_history_command
 from .rejudging import rejudge_command
 from .running import run_command
 from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
@@ -174,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "shared likewise; paced on estimates, corrected by actual usage")
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
+        if name == "run":
+            run.add_argument("--label", metavar="NAME",
+                             help="also record the run as a night of the series NAME, beside "
+                                  "the sweeps' ('proactflow history --series NAME')")
         if name == "rejudge":
             judge.add_argument("--all-models", action="store_true",
                                help="instead of --eval-model: re-judge the stored responses of "
@@ -254,8 +259,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="spread the pairs over N processes of this machine (overrides the "
                             "file's 'processes'; default: one per 4 pairs, at most one per "
                             "core; 1 keeps them all in this process)")
+    sweep.add_argument("--fail-on-regression", action="store_true",
+                       help="exit with status 1 when a score fell since the night before beyond "
+                            "noise (its paired interval excludes 0) and beyond the file's "
+                            "regression_threshold")
+    sweep.add_argument("--refresh-on-change", action="store_true",
+                       help="ask a model (or judge) again when the model serving its name "
+                            "changed since its cached results (as refresh_on_change = true)")
     add_database_option(sweep)
     sweep.set_defaults(handler=sweep_command)
+    add_history_command(commands)
 
     serve = commands.add_parser(
         "serve", help="run a sweep on a cron schedule in this process (no work pool needed)",
@@ -336,5 +349,8 @@ def _add_store_admin_commands(commands) -> None:
     gc.add_argument("--older-than", type=age, metavar="AGE",
                     help="remove only runs started longer ago than AGE: 90m, 12h, 30d, 2w")
     gc.add_argument("--dry-run", action="store_true", help="print what would go; remove nothing")
+    gc.add_argument("--forget-history", action="store_true",
+                    help="do not keep the artifacts the sweeps' history names (its scores stay: "
+                         "they need none; its links to each night's viewer then may not)")
     add_store_option(gc)
     gc.set_defaults(handler=gc_command)

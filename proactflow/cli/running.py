@@ -125,7 +125,27 @@ def run_command(args: argparse.Namespace) -> int:
     for path in result["outputs"].values():
         print(f"wrote {path}")
     print(f"run record: {result['record']}")
+    if getattr(args, "label", None):
+        record_labelled_run(args.label, settings, result)
     return coverage_status(settings, result)
+
+
+def record_labelled_run(label: str, settings: Any, result: dict[str, Any]) -> None:
+    """`run --label NAME`: the run is a night of series NAME in the store's history, with its
+    changes against the series' night before (proactflow history)."""
+    from pathlib import Path
+
+    from ..results.history import now
+    from ..run.pipeline import open_store, suite_of
+    from ..sweeps.nightly import record_pairs
+
+    run_id = Path(str(result["record"])).name.removesuffix(".json").rsplit("-", 1)[-1]
+    _, findings = record_pairs(open_store(settings), suite_of(settings), label, now(), run_id,
+                               [(settings, result)], [],
+                               Path(settings.out) if settings.out else None)
+    print(f"history: a night of series {label!r} ('proactflow history --series {label}')")
+    for finding in findings:
+        print(finding.line())
 
 
 def _dollars(cost: float | str) -> str:

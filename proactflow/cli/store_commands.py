@@ -100,7 +100,8 @@ def gc_command(args: argparse.Namespace) -> int:
     from ..results.store_gc import collect, plan_collection, summary_lines
 
     store = ArtifactStore(args.store or default_store())
-    collection = plan_collection(store, keep_latest=args.keep_latest, older_than=args.older_than)
+    collection = plan_collection(store, keep_latest=args.keep_latest, older_than=args.older_than,
+                                 keep_history=not args.forget_history)
     if not args.dry_run:
         collect(store, collection)
     for line in summary_lines(collection, args.dry_run):

@@ -32,6 +32,8 @@ def sweep_command(args: argparse.Namespace) -> int:
             raise UserError("--processes spreads a sweep over this machine; with a deployment "
                             "the pool's workers run the pairs (start more workers instead)")
         config = config.model_copy(update={"processes": args.processes})
+    if args.refresh_on_change:
+        config = config.model_copy(update={"refresh_on_change": True})
     runs = config.runs()
     if not config.deployment:
         _prestart_process_groups(config, runs)
@@ -66,6 +68,10 @@ def sweep_command(args: argparse.Namespace) -> int:
             print(f"skipping {model.model}: {exc}")
         else:
             models.append(model)
+    from ..sweeps.nightly import planned_probe_line
+
+    if (probe_line := planned_probe_line(config, runs, store)) is not None:
+        print(probe_line)
     result: dict[str, Any] = {"failures": [], "leaderboard": []}
     if models:
         from ..flows.sweep import sweep
@@ -86,7 +92,15 @@ def sweep_command(args: argparse.Namespace) -> int:
                   f"({row['evaluated']} evaluated, {row['not_evaluated']} not)")
     for failure in failures:
         print(f"FAILED  {failure['model']} judged by {failure['judge']}: {failure['error']}")
-    return 1 if failures else 0
+    for line in result.get("changes", []):
+        print(f"CHANGED {line}")
+    regressions = [f for f in result.get("findings", []) if f["kind"] == "regression"]
+    for finding in result.get("findings", []):
+        print(f"{finding['kind'].upper():<12}{finding['model']} judged by {finding['judge']} "
+              f"({finding['group']}): {100 * finding['delta']:+.1f} points "
+              f"[{100 * finding['ci_low']:+.1f}, {100 * finding['ci_high']:+.1f}], "
+              f"{len(finding['changed'])} samples changed verdict")
+    return 1 if failures or (regressions and args.fail_on_regression) else 0
 
 
 def _prestart_process_groups(config: Any, runs: list[Any]) -> None:

@@ -6,7 +6,10 @@ What stays:
 - every artifact a kept record names, and every artifact those were computed from (followed
   through the input keys stored in each Parquet file);
 - every artifact written or reused within the grace period, so that a run still going (its
-  record is written at its end) keeps what it has made or is reading.
+  record is written at its end) keeps what it has made or is reading;
+- every artifact a night of the sweeps' history names (`history/`), unless told to forget
+  them (`keep_history=False`): the history itself is never removed, and its scores need no
+  artifact, but its links to each night's viewer do.
 
 Of a kept artifact, the versions a newer one replaced (an incomplete output since completed, a
 version a --refresh asked again) go once that newer one is past the grace period too.
@@ -31,6 +34,7 @@ from ..cache.artifacts import ArtifactStore, StoredKey
 from ..cache.storage import Entry
 from ..common.errors import UserError
 from ..run.run_records import RunRecord, read_records
+from .history import needed_keys
 
 GRACE = timedelta(hours=24)
 
@@ -108,7 +112,8 @@ def _superseded(store: ArtifactStore, found: StoredKey, recent_cut: float) -> li
 
 
 def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
-                    older_than: timedelta | None, now: datetime | None = None) -> Collection:
+                    older_than: timedelta | None, now: datetime | None = None,
+                    keep_history: bool = True) -> Collection:
     """Decide what gc removes; reads the store, changes nothing."""
     if keep_latest is None and older_than is None:
         raise UserError("gc needs --keep-latest N, --older-than AGE or both "
@@ -124,6 +129,8 @@ def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
     recent_cut = (now - GRACE).timestamp()
     pending = [(stage, key) for record in kept_runs for stage, key in record.artifacts.items()]
     pending += [name for name, found in by_key.items() if found.modified >= recent_cut]
+    if keep_history:
+        pending += sorted(needed_keys(store))
     needed: set[tuple[str, str]] = set()
     while pending:  # follow inputs: a kept judgments artifact keeps its responses and triggers
         name = pending.pop()

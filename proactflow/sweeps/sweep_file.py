@@ -8,6 +8,9 @@ store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or .
 database = "postgresql://proactflow@db.lan:5432/proactflow"  # optional: calls, leases and rate
                                       # limits shared by every host (password: PGPASSWORD)
 out = "results/nightly"               # leaderboard.csv and per-model exports go here
+name = "nightly"                      # optional: the series of nights ('proactflow history')
+regression_threshold = 0.02           # optional: smallest change reported (default 0)
+refresh_on_change = true              # optional: ask a model again when its snapshot changed
 corpus = "final_dialogues.jsonl"      # optional; default the hub corpus
 revision = "<commit sha>"             # optional hub revision of the corpus
 limit = 20                            # optional
@@ -129,6 +132,17 @@ class SweepConfig(BaseModel):
 
     suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default) "
                                                           "or proactiveagent.")
+    name: str = Field(default="sweep", min_length=1,
+                      description="The series this sweep is a night of ('proactflow history'): "
+                                  "one name per nightly sweep file.")
+    regression_threshold: float = Field(
+        default=0.0, ge=0, le=1, description="Smallest change of a score (0-1, e.g. 0.02 for 2 "
+                                             "points) between two nights that is reported as a "
+                                             "regression or improvement, its interval also "
+                                             "excluding 0.")
+    refresh_on_change: bool = Field(
+        default=False, description="Ask a model (or judge) again when the model serving its "
+                                   "name changed since its cached results were made.")
     models: list[SweepModel] = Field(min_length=1, description="Models under test.")
     judges: list[SweepModel] = Field(
         default_factory=list, description="Judges; each scores every model (none for a suite "

@@ -1,0 +1,169 @@
+"""The sweeps' history: each sweep (a night) is one point of its series, kept in the store.
+
+A night is one JSON file, `history/<series>/<night>-<id>.json`, written through the store's own
+edge (a folder or S3), so any host that reads the store reads the series. It is
+self-contained: for each (model, judge) evaluated that night, the artifact keys, the snapshot
+that answered (served model and system fingerprint of the responses, and of the judge), and the
+verdict of every sample. The history's scores, intervals and regressions are computed from
+those verdicts (history_scores.py), so they stay readable after `gc` removed the artifacts;
+`gc` keeps the artifacts a night names anyway (its viewer links need them) unless told not to.
+
+"Now" is `PROACTFLOW_NOW` (an ISO time) when set: nightly sweeps can be replayed on a fake
+clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import polars as pl
+
+from ..cache.artifacts import ArtifactStore
+from ..common.errors import UserError
+
+NOW_ENV = "PROACTFLOW_NOW"
+FOLDER = "history"
+CREDIT = {"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0}
+"""A verdict's credit: ProactBench's weighted score (PASS + 0.5 PARTIAL) / evaluated."""
+
+
+def now() -> datetime:
+    """The current time, or `PROACTFLOW_NOW` when set (a replay's fake clock)."""
+    text = os.environ.get(NOW_ENV)
+    if not text:
+        return datetime.now(timezone.utc)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"{NOW_ENV}={text!r}: not an ISO time (e.g. 2026-11-26T02:00:00Z)") \
+            from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def series_slug(name: str) -> str:
+    """A series name as a folder name and a Prefect artifact key (lowercase, digits, dashes)."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "sweep"
+
+
+@dataclass(frozen=True)
+class Night:
+    """One point of a series: a sweep (or a labelled run) as it was recorded."""
+
+    series: str
+    suite: str
+    night: datetime
+    content: dict[str, Any]
+    location: str
+
+    @property
+    def pairs(self) -> list[dict[str, Any]]:
+        return list(self.content.get("pairs") or [])
+
+    @property
+    def date(self) -> str:
+        return self.night.strftime("%Y-%m-%d %H:%M")
+
+
+def snapshot_of(frame: pl.DataFrame) -> dict[str, str | None]:
+    """The (served model, system fingerprint) that answered most of a stage table's rows."""
+    if "served_model" not in frame.columns or frame.is_empty():
+        return {"served_model": None, "system_fingerprint": None}
+    fingerprint = frame["system_fingerprint"] if "system_fingerprint" in frame.columns \
+        else pl.Series([None] * frame.height)
+    counted = Counter((m, f) for m, f in zip(frame["served_model"].to_list(),
+                                             fingerprint.to_list()) if m is not None)
+    if not counted:
+        return {"served_model": None, "system_fingerprint": None}
+    (model, fingerprint_value), _ = counted.most_common(1)[0]
+    return {"served_model": model, "system_fingerprint": fingerprint_value}
+
+
+def sample_verdicts(suite: str, judgments: pl.DataFrame) -> dict[str, list[Any]] | None:
+    """Every sample's verdict, with its group and its resampling unit (the unit of the suite's
+    own intervals: a ProactBench dialogue); None for a suite the history cannot score yet."""
+    if suite != "proactbench":
+        return None
+    rows = judgments.sort("unique_id_eval", "turn", "sample_index")
+    scored = rows["status"] == "scored"
+    return {
+        "sample": [f"{u}|{t}|{i}" for u, t, i in zip(rows["unique_id_eval"].to_list(),
+                                                     rows["turn"].to_list(),
+                                                     rows["sample_index"].to_list())],
+        "unit": rows["unique_id_eval"].to_list(),
+        "group": rows["phase"].to_list(),
+        "verdict": [score if ok else None
+                    for score, ok in zip(rows["score"].to_list(), scored.to_list())],
+    }
+
+
+def pair_entry(suite: str, model: str, judge: str, revision: str | None,
+               judgments_key: str, responses_key: str, responses: pl.DataFrame,
+               judgments: pl.DataFrame, notes: list[str] | None = None) -> dict[str, Any]:
+    """What a night keeps of one (model, judge) evaluation."""
+    return {"model": model, "judge": judge, "revision": revision,
+            "judgments": judgments_key, "responses": responses_key,
+            "snapshot": snapshot_of(responses.filter(pl.col("status") == "ok")
+                                    if "status" in responses.columns else responses),
+            "judge_snapshot": snapshot_of(judgments), "notes": notes or [],
+            "samples": sample_verdicts(suite, judgments)}
+
+
+def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, run_id: str,
+                pairs: list[dict[str, Any]], links: dict[str, str | None],
+                extra: dict[str, Any] | None = None) -> str:
+    """Record a night of `series`; returns where it is."""
+    stamp = night.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    name = f"{FOLDER}/{series_slug(series)}/{stamp}-{run_id[:8]}.json"
+    return store.write_json(name, {"series": series, "suite": suite,
+                                   "night": night.isoformat(), "run_id": run_id,
+                                   **links, **(extra or {}), "pairs": pairs})
+
+
+def read_nights(store: ArtifactStore, *, series: str | None = None, suite: str | None = None,
+                since: datetime | None = None) -> list[Night]:
+    """The recorded nights, oldest first, narrowed by series, suite and start time."""
+    folder = f"{FOLDER}/{series_slug(series)}" if series else FOLDER
+    nights = []
+    for entry, data in store.json_files(folder):
+        try:
+            content = json.loads(data.decode("utf-8"))
+            moment = datetime.fromisoformat(str(content["night"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"{store.location(entry.name)}: not a readable history entry "
+                            f"({exc}); move it away") from None
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        night = Night(str(content.get("series", "")), str(content.get("suite", "")), moment,
+                      content, store.location(entry.name))
+        if suite and night.suite != suite:
+            continue
+        if since and night.night < since:
+            continue
+        nights.append(night)
+    nights.sort(key=lambda n: (n.night, n.location))
+    return nights
+
+
+def needed_keys(store: ArtifactStore) -> set[tuple[str, str]]:
+    """(stage, key) of every artifact a recorded night names: what `gc` keeps for the history."""
+    return {(stage, pair[field]) for night in read_nights(store) for pair in night.pairs
+            for stage, field in (("judgments", "judgments"), ("responses", "responses"))
+            if pair.get(field)}
+
+
+def latest_snapshots(nights: list[Night]) -> dict[tuple[str, str], tuple[dict[str, Any], str]]:
+    """(role, model) -> the snapshot that answered it on the latest night that evaluated it,
+    and that night's date; role is `model` or `judge`."""
+    found: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+    for night in nights:
+        for pair in night.pairs:
+            if pair.get("snapshot", {}).get("served_model"):
+                found[("model", pair["model"])] = (pair["snapshot"], night.date)
+            if pair.get("judge_snapshot", {}).get("served_model"):
+                found[("judge", pair["judge"])] = (pair["judge_snapshot"], night.date)
+    return found

@@ -1,0 +1,147 @@
+"""What makes a sweep one night of a series: the snapshot check before it, the night recorded
+in the store's history after it, the regressions and improvements against the night before,
+each told to Prefect as an event (`proactflow.regression` / `proactflow.improvement`) that an
+automation can act on."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..cache.artifacts import ArtifactStore
+from ..config.settings import RunSettings
+from ..results.history import latest_snapshots, pair_entry, read_nights, write_night
+from ..results.history_scores import Finding, findings_of, pair_scores
+from ..suites.base import Suite
+from .snapshot import PROBE_MAX_TOKENS, PROBE_PROMPT_TOKENS, Change, Probe, changes, probe_all
+from .snapshot import refreshed, roles_to_probe
+from .sweep_file import SweepConfig
+
+EVENT_PREFIX = "proactflow"
+
+
+async def check_snapshots(config: SweepConfig, runs: list[RunSettings], store: ArtifactStore,
+                          today: datetime) -> tuple[list[RunSettings], list[Probe],
+                                                    list[Change]]:
+    """Probe every model an earlier night of the series recorded (whose cached results this
+    night may reuse; a model new to the series has nothing to compare with), compare, and (with
+    `refresh_on_change`) ask the changed ones again."""
+    latest = latest_snapshots(read_nights(store, series=config.name, suite=config.suite))
+    probes = await probe_all(runs, set(latest))
+    found = changes(probes, latest, today.strftime("%Y-%m-%d %H:%M"))
+    if found and config.refresh_on_change:
+        runs = refreshed(runs, found)
+    return runs, probes, found
+
+
+def planned_probe_line(config: SweepConfig, runs: list[RunSettings],
+                       store: ArtifactStore) -> str | None:
+    """The plan's line for the snapshot check: how many fresh calls, and their cost."""
+    from ..providers.llm import estimated_cost
+
+    latest = latest_snapshots(read_nights(store, series=config.name, suite=config.suite))
+    probed = [key for key in roles_to_probe(runs) if key in latest]
+    if not probed:
+        return None
+    costs = [estimated_cost(model, PROBE_PROMPT_TOKENS, PROBE_MAX_TOKENS) for _, model in probed]
+    cost = "unknown" if None in costs else f"${sum(c or 0.0 for c in costs):.4f}"
+    return (f"snapshot check: {len(probed)} fresh calls, one per model the series '"
+            f"{config.name}' has seen, never from the cache (at most {PROBE_PROMPT_TOKENS} "
+            f"prompt + {PROBE_MAX_TOKENS} completion tokens each; estimated cost {cost})")
+
+
+def probe_cost_lines(probes: list[Probe]) -> list[str]:
+    """The snapshot check's line of the summary's costs (none when nothing was probed)."""
+    if not probes:
+        return []
+    failed = [p for p in probes if p.error]
+    return [f"- snapshot check: {len(probes)} fresh calls (at most {PROBE_PROMPT_TOKENS} prompt "
+            f"+ {PROBE_MAX_TOKENS} completion tokens each)"
+            + (f"; failed for {', '.join(p.model + ': ' + str(p.error) for p in failed)}"
+               if failed else "")]
+
+
+def record_night(config: SweepConfig, suite: Suite, store: ArtifactStore, night: datetime,
+                 run_id: str, finished: list[tuple[RunSettings, dict[str, Any]]],
+                 found: list[Change], out: Path | None
+                 ) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Write the sweep's night to its series; returns its pairs and its findings against the
+    night before."""
+    return record_pairs(store, suite, config.name, night, run_id, finished, found, out,
+                        config.regression_threshold)
+
+
+def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetime,
+                 run_id: str, finished: list[tuple[RunSettings, dict[str, Any]]],
+                 found: list[Change], out: Path | None, threshold: float = 0.0
+                 ) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Write a night of `series` (a sweep's, or a labelled run's) from what its evaluations
+    returned; returns its pairs and its findings against the night before."""
+    stages = suite.stages
+    notes = {(c.role, c.model): c.line() for c in found}
+    pairs = []
+    for settings, outcome in finished:
+        keys = {stage["stage"]: stage["key"] for stage in outcome["stages"]}
+        responses = store.get_by_key(stages.responses, keys[stages.responses]).frame()
+        judgments = store.get_by_key(stages.judgments, keys[stages.judgments]).frame()
+        model, judge = settings.model_under_test.model, settings.judge_name
+        pairs.append(pair_entry(
+            suite.name, model, judge, settings.model_under_test.revision,
+            keys[stages.judgments], keys[stages.responses], responses, judgments,
+            [line for (role, name), line in notes.items()
+             if (role, name) in (("model", model), ("judge", judge))]))
+    links: dict[str, str | None] = {"report": None, "viewer": None}
+    if out is not None:
+        report = out / "report.html"
+        links["report"] = report.resolve().as_uri() if report.exists() else None
+        viewer = out / "viewer" / "index.html"
+        links["viewer"] = viewer.resolve().as_uri() if viewer.exists() else None
+    write_night(store, series, suite.name, night, run_id, pairs, links,
+                {"regression_threshold": threshold, "changes": [c.line() for c in found]})
+    nights = read_nights(store, series=series, suite=suite.name)
+    index = next(i for i, n in reversed(list(enumerate(nights))) if n.content["run_id"] ==
+                 run_id)
+    return pairs, findings_of(nights, index, threshold)
+
+
+def emit_findings(findings: list[Finding]) -> None:
+    """A Prefect event per finding, related to the sweep's flow run (Prefect adds it)."""
+    from prefect.events import emit_event
+
+    for f in findings:
+        emit_event(
+            event=f"{EVENT_PREFIX}.{f.kind}",
+            resource={"prefect.resource.id": f"{EVENT_PREFIX}.model.{f.model}",
+                      "prefect.resource.name": f.model,
+                      "proactflow.judge": f.judge, "proactflow.suite": f.suite,
+                      "proactflow.group": f.group, "proactflow.series": f.series},
+            payload={"model": f.model, "judge": f.judge, "suite": f.suite, "group": f.group,
+                     "series": f.series, "delta": f.delta, "interval": [f.ci_low, f.ci_high],
+                     "samples": f.samples, "before": f.before, "after": f.after,
+                     "changed": f.changed[:50]})
+
+
+def summary_lines(findings: list[Finding], found: list[Change]) -> list[str]:
+    """The top of the sweep's summary: what changed, whether it is real."""
+    lines: list[str] = []
+    if findings:
+        lines += ["## Regressions and improvements", ""]
+        for f in findings:
+            lines.append(f"- **{f.line()}**")
+            lines += [f"  - {c['sample']}: {c['before']} -> {c['after']}" for c in f.changed]
+            if f.links.get("before_viewer") or f.links.get("after_viewer"):
+                lines.append(f"  - viewer: [before]({f.links.get('before_viewer')}) | "
+                             f"[after]({f.links.get('after_viewer')})")
+        lines.append("")
+    if found:
+        lines += ["## Models that changed behind their name", ""]
+        lines += [f"- {c.line()}" for c in found]
+        lines.append("")
+    return lines
+
+
+def score_rows(night: datetime, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The night's scores as the rows of the sweep's table artifact."""
+    return [{"night": night.isoformat(), "model": p["model"], "judge": p["judge"], **s}
+            for p in pairs for s in pair_scores(p)]
