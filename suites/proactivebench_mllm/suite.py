@@ -49,7 +49,8 @@ class ProactiveBenchMllm(Suite):
     sample_key = ("dataset", "sample_id")
     step_column = "step"
     stages = StageNames(samples="mllm_entries", responses="mllm_steps",
-                        judgments="mllm_outcomes", scores="mllm_scores")
+                        judgments="mllm_outcomes", scores="mllm_scores",
+                        versions={"mllm_scores": 2})
     tables = Tables(samples=EntryRow, responses=StepRow, judgments=OutcomeRow,
                     scores=DatasetScoreRow)
     needs_judge = False  # MCQA is scored by the package's rules; --mode oeg asks for a judge
@@ -260,7 +261,7 @@ class ProactiveBenchMllm(Suite):
         return int(final.is_in(["scored", "image_error"]).sum()), final.len(), {
             kind: int((final == status).sum()) for kind, status in (
                 ("generation", "generation_error"), ("judge", "judge_error"),
-                ("environment crash", "environment_crash"))}
+                ("environment crash", "environment_crash"), ("refused", "refused"))}
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def number(name: str) -> Callable[[dict[str, Any]], str]:
