@@ -74,7 +74,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     with lookup_calls(store, settings.database) as lookup:  # a database that is down: here
         plan = make_plan(suite, settings, samples, lookup, generation_prompts, judge_prompts,
                          responses)
-    for line in plan.lines(settings, source.revision, regenerate):
+    for line in plan.lines(settings, source.revision, regenerate,
+                           settings.judge_response_format
+                           if suite.takes_judge_response_format else None):
         print(line, flush=True)
     if settings.database:
         print(f"database    {redact_url(settings.database)}: the per-call cache, its leases "
@@ -103,8 +105,12 @@ def quiet_temporary_server() -> None:
 def run_command(args: argparse.Namespace) -> int:
     """`run`, `status`, and `rejudge` of one evaluation by one judge (cli/rejudging.py hands
     it those)."""
+    from ..config.endpoints import forget_listings
+    from ..providers.structured_output import forget_all
     from ..run.offline import check_network
 
+    forget_listings()  # each run reads an endpoint's /models once, and learns its formats anew
+    forget_all()
     check_network(args)  # before the imports that building the settings costs
     settings = settings_from_args(args)
     if args.command != "status" and not args.dry_run:

@@ -21,7 +21,7 @@ import polars as pl
 from ..cache.artifacts import Artifact, ArtifactStore
 from ..cache.calls import open_call_store
 from ..common.errors import UserError
-from ..config.endpoints import endpoint_url, get_request
+from ..config.endpoints import endpoint_url, models_listing
 from ..config.effective import wire_params
 from ..providers.chat import ChatOutcome, ChatRequest, api_key_for
 from ..providers.llm import estimated_cost
@@ -34,10 +34,10 @@ T = TypeVar("T")
 def check_access(role: ModelRole, label: str) -> None:
     """A key exists for the provider, or the endpoint answers; else one clear UserError."""
     if role.api_base:
-        request = get_request(endpoint_url(role.api_base, "/models"), api_key_for(role))
         try:
-            with urllib.request.urlopen(request, timeout=10):
-                pass
+            models_listing(endpoint_url(role.api_base, "/models"), api_key_for(role))
+        except ValueError:
+            pass  # it answered, with something else than a listing
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 raise UserError(f"{label} endpoint {role.endpoint} rejected the API key "
@@ -73,12 +73,17 @@ def _require_provider_key(role: ModelRole, label: str) -> None:
                         f"(or --{'eval' if label.startswith('model') else 'judge'}-api-key-env)")
 
 
-def role_lines(label: str, role: ModelRole) -> list[str]:
+def role_lines(label: str, role: ModelRole, response_format: str | None = None) -> list[str]:
     """What a role sends on the wire after litellm's mapping, and how that departs from the
-    protocol. Refused parameters are a one-line UserError here, before any call."""
+    protocol. Refused parameters are a one-line UserError here, before any call.
+    `response_format`: the structured output the judge asks for, where it asks for one."""
     params = dict(ChatRequest.build(role, []).params)
     wire = " ".join(f"{name}={value}" for name, value in sorted(wire_params(
         role.model, params).items()) if name != "safety_settings")
+    if response_format is not None:
+        wire += f" response_format={response_format}" + (
+            " (json_object, then none, where the server refuses it)"
+            if response_format == "json_schema" else "")
     if role.generation.gemini_safety_off:
         wire += " safety_settings=BLOCK_NONE x4"
     lines = [f"  {label + ' sends:':<18}{wire or '(no generation parameters)'}"]
@@ -116,14 +121,16 @@ class Plan:
         return (f"{label}~{prompt_tokens:,} prompt tokens to send, replies up to {most:,} tokens; "
                 f"estimated cost {cost}")
 
-    def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool) -> list[str]:
+    def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool,
+              judge_response_format: str | None = None) -> list[str]:
         out = [f"corpus      {settings.corpus.describe()} (revision {corpus_revision[:19]})",
                f"plan        {self.summary}"
                + (f", {settings.samples} samples each" if settings.samples > 1 else "")]
         for label, role, used in (("generation", settings.model_under_test, regenerate),
                                   ("judging", settings.judge, True)):
             if used and role is not None:
-                out.extend(role_lines(label, role))
+                out.extend(role_lines(label, role, judge_response_format
+                                      if label == "judging" else None))
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:
