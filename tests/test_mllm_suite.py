@@ -27,7 +27,7 @@ def test_mcqa_steps_carry_the_images_the_environment_shows(tmp_path, capsys):
     expected = expected_mcqa(corpus, IDS)
     wrong: list[str] = []
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
-        args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
+        args = ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus), "--package",
                 str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
                 "--store", str(tmp_path / "store")]
         out = tmp_path / "out"
@@ -79,7 +79,7 @@ def test_the_hint_and_reference_variants(tmp_path, variant):
     wrong: list[str] = []
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
         out = tmp_path / "out"
-        run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+        run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                         "--package", str(wheel), variant, "--eval-model", "openai/seer",
                         "--eval-api-base", fake.url, "--store", str(tmp_path / "store"),
                         "--out", str(out)])
@@ -101,7 +101,7 @@ def test_a_failed_call_is_an_error_row_never_a_wrong_answer(tmp_path):
             Reply(content="Z")
     with FakeOpenAI({"seer": flaky}) as fake:
         out = tmp_path / "out"
-        code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                                "--package", str(wheel), "--datasets", "MVP-N,ROD",
                                "--eval-model", "openai/seer", "--eval-api-base", fake.url,
                                "--max-attempts", "1", "--store", str(tmp_path / "store"),
@@ -127,7 +127,7 @@ def test_oeg_scores_by_hand(tmp_path):
     with FakeOpenAI({"seer": lambda r: Reply(content="Please move the object."),
                      "judge": oeg_judge}) as fake:
         out = tmp_path / "out"
-        code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                                "--package", str(wheel), "--datasets", "ROD,QuickDraw,CIT",
                                "--mode", "oeg", "--eval-model", "openai/seer",
                                "--eval-api-base", fake.url, "--judge-model", "openai/judge",
@@ -163,7 +163,7 @@ def test_oeg_scores_by_hand(tmp_path):
 ])
 def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     corpus, wheel = make_corpus(tmp_path, per_dataset=1)
-    code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+    code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                            "--package", str(wheel), "--eval-model", "openai/m",
                            "--eval-api-base", "http://127.0.0.1:9/v1",
                            "--store", str(tmp_path / "s"), *flags])
@@ -201,7 +201,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
 
     identity = request_identity
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
-        args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
+        args = ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus), "--package",
                 str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
                 "--concurrency", str(concurrency)]
         reference = tmp_path / "reference"
@@ -231,7 +231,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
 def test_offline_the_corpus_and_the_wheel_are_named_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     corpus, wheel = make_corpus(tmp_path, per_dataset=1)
-    common = ["--suite", "proactivebench-mllm", "--eval-model", "openai/m",
+    common = ["--suite", "proactivebench-mllm", "--eval-vision", "--eval-model", "openai/m",
               "--eval-api-base", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "s")]
     assert run_cli("run", [*common, "--package", str(wheel)]) == 2
     err = capsys.readouterr().err.strip()
@@ -267,10 +267,12 @@ package = "{wheel}"
 [[models]]
 model = "openai/first"
 api_base = "{fake.url}"
+vision = true
 
 [[models]]
 model = "openai/second"
 api_base = "{fake.url}"
+vision = true
 """)
         assert run_cli("sweep", ["--config", str(config)]) == 0
     board = pl.read_csv(out / "leaderboard.csv")

@@ -91,7 +91,7 @@ def decodes(monkeypatch):
 
 
 def args_for(fake: FakeOpenAI, corpus: Path, store: Path, *extra: str) -> list[str]:
-    return ["--suite", "proactivebench-video", "--corpus", str(corpus),
+    return ["--suite", "proactivebench-video", "--eval-vision", "--corpus", str(corpus),
             "--eval-model", "openai/watcher", "--eval-api-base", fake.url,
             "--judge-model", "openai/grader", "--judge-api-base", fake.url,
             "--store", str(store), *extra]
@@ -209,11 +209,11 @@ def test_bad_flags_are_one_line_errors(corpus, tmp_path, capsys):
         common = ["--eval-model", "openai/m", "--eval-api-base", fake.url, "--judge-model",
                   "openai/j", "--judge-api-base", fake.url, "--store", str(tmp_path / "store"),
                   "--dry-run"]
-        assert run_cli("run", ["--suite", "proactivebench-video", *common]) == 2
+        assert run_cli("run", ["--suite", "proactivebench-video", "--eval-vision", *common]) == 2
         err = capsys.readouterr().err
         assert "needs --corpus DIR" in err and "ProactiveVideoQA" in err
         assert len(err.strip().splitlines()) == 1
-        assert run_cli("run", ["--suite", "proactivebench-video", "--corpus", str(corpus),
+        assert run_cli("run", ["--suite", "proactivebench-video", "--eval-vision", "--corpus", str(corpus),
                                "--parts", "WEB,MOVIES", *common]) == 2
         err = capsys.readouterr().err
         assert "unknown part 'MOVIES'" in err and len(err.strip().splitlines()) == 1
@@ -278,10 +278,12 @@ api_base = "{fake.url}"
 [[models]]
 model = "openai/watcher"
 api_base = "{fake.url}"
+vision = true
 
 [[models]]
 model = "openai/mute"
 api_base = "{fake.url}"
+vision = true
 """, encoding="utf-8")
         assert run_cli("sweep", ["--config", str(config)]) == 0
         assert (fake.calls["watcher"], fake.calls["mute"]) == (16, 16)

@@ -51,11 +51,13 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     """
     from ..run.pipeline import (materialize_samples, open_store, stored_responses, suite_of,
                                 with_endpoint_fingerprints)
-    from ..run.preflight import check_access, lookup_calls, make_plan, stage_states
+    from ..run.preflight import check_access, check_vision, lookup_calls, make_plan, stage_states
 
     regenerate = args.command != "rejudge"
     suite, store = suite_of(settings), open_store(settings)
     suite.check_settings(settings)
+    if suite.sends_images and regenerate and suite.asks_model:
+        check_vision(settings.model_under_test)  # an option check: before any network check
     source = suite.locate(settings, store)
     generation_prompts = suite.generation_prompts(settings, store)
     judge_prompts = suite.judge_prompts(settings, store)

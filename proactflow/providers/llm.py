@@ -218,6 +218,13 @@ class ChatClient:
         if formats.format_of(request) == "none":
             return await self._call_once(request)
         state = formats.state_for(self.role.model, request.api_base)
+        if not state.loaded:
+            async with state.lock():  # the others wait: none sends a format refused before
+                if not state.loaded and not self.refresh:
+                    for name in formats.LADDER[:-1]:
+                        if await self.calls.get(formats.refusal_key(request, name)) is not None:
+                            state.refused.add(name)
+                state.loaded = True
         while True:
             sent = formats.adapted(request, state)
             if formats.known_to_work(state, sent):
@@ -234,6 +241,8 @@ class ChatClient:
             if name not in state.refused:
                 formats.note_refused(state, self.role.model, self.role.endpoint, name,
                                      outcome.error or "")
+                await self.calls.put(formats.refusal_key(request, name), outcome.record(),
+                                     replace=True)
 
     def _count_kept(self, outcome: ChatOutcome) -> None:
         self.stats.prompt_tokens += outcome.prompt_tokens or 0

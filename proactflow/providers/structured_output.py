@@ -4,8 +4,9 @@ json_object, then with none, for the rest of the run, said once in one line.
 
 One state per model and endpoint in this process: the first call whose format is not yet known to
 work goes alone (the others wait for it), so a server refuses a format at most once per run. The
-call keeps its key (the request as first built): the cache answers the next run without asking.
-The reply is read by the same parser whatever was sent.
+refusal is kept in the per-call cache too (`refusal_key`), so a later run does not ask it again
+(unless --refresh). The call keeps its key (the request as first built): the cache answers the
+next run without asking. The reply is read by the same parser whatever was sent.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 
+from ..cache.keys import content_key
 from .chat import ChatRequest
 
 log = logging.getLogger("proactflow")
@@ -44,6 +46,8 @@ class FormatState:
 
     refused: set[str] = field(default_factory=set)
     working: set[str] = field(default_factory=set)
+    loaded: bool = False
+    """Whether the refusals stored by earlier runs were read."""
     locks: dict[int, asyncio.Lock] = field(default_factory=dict)
 
     def lock(self) -> asyncio.Lock:
@@ -57,6 +61,12 @@ class FormatState:
 
 
 _states: dict[tuple[str, str | None], FormatState] = {}
+
+
+def refusal_key(request: ChatRequest, name: str) -> str:
+    """Where the per-call cache keeps that this model at this endpoint refused format `name`."""
+    return content_key({"response_format_refused": name, "model": request.model,
+                        "api_base": request.api_base, **dict(request.identity)})
 
 
 def state_for(model: str, api_base: str | None) -> FormatState:

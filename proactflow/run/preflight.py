@@ -31,6 +31,29 @@ from ..suites.base import Prompts, Step, Suite
 T = TypeVar("T")
 
 
+def check_vision(role: ModelRole) -> None:
+    """A suite that sends images runs only on a model known to take them: declared by the user
+    (--eval-vision, a sweep entry's vision = true) or so marked in litellm's model map. A model
+    on the user's own endpoint is unknown to the map: a text-only server (llama-cpp-python's)
+    would take the image parts and paste them into the prompt as text, and be scored on pictures
+    it never saw."""
+    if role.vision:
+        return
+    import litellm
+
+    try:
+        info = litellm.get_model_info(role.model)
+    except Exception:  # litellm raises assorted types for models its map does not know
+        raise UserError(
+            f"model under test {role.model}: this suite shows images, and nothing says the "
+            "model takes them (litellm's model map does not know it): pass --eval-vision (a "
+            "sweep entry: vision = true) if it does") from None
+    if not info.get("supports_vision"):
+        raise UserError(f"model under test {role.model} does not take images, as litellm's "
+                        "model map says; this suite shows images: choose a vision model (or "
+                        "--eval-vision if the map is wrong)")
+
+
 def check_access(role: ModelRole, label: str) -> None:
     """A key exists for the provider, or the endpoint answers; else one clear UserError."""
     if role.api_base:

@@ -270,7 +270,7 @@ class ProactiveAgent(Suite):
                 f"{protocol.FAILED_EVENT_PROPOSAL}\" ({outcome.error})"
             return VerdictRow(**{**common, "accepted": verdict[0], "thought": verdict[1]},
                               status=carried, message=f"{response['message']}{note}")
-        if outcome.status == "refused":
+        if outcome.final:
             return VerdictRow(**common, status="refused", message=f"judge: {outcome.error}")
         if not outcome.ok:
             return VerdictRow(**common, status="judge_error", message=outcome.error)

@@ -38,7 +38,7 @@ def judgment_row(sample: dict[str, Any], response: dict[str, Any],
         return OutcomeRow(**row)
     row.update(prompt_tokens=outcome.prompt_tokens,
                completion_tokens=outcome.completion_tokens)
-    if outcome.status == "refused":
+    if outcome.final:
         return OutcomeRow(**{**row, "status": "refused", "message": f"judge: {outcome.error}"})
     if not outcome.ok:
         return OutcomeRow(**{**row, "status": "judge_error", "message": outcome.error})

@@ -53,6 +53,7 @@ class ProactiveBenchMllm(Suite):
                         versions={"mllm_scores": 2})
     tables = Tables(samples=EntryRow, responses=StepRow, judgments=OutcomeRow,
                     scores=DatasetScoreRow)
+    sends_images = True
     needs_judge = False  # MCQA is scored by the package's rules; --mode oeg asks for a judge
     option_names = ("datasets", "mode", "hint", "reference", "package")
     error_statuses = (*CALL_FAILURES, "generation_error", "judge_error")

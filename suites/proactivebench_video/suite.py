@@ -72,6 +72,7 @@ class ProactiveBenchVideo(Suite):
                         judgments="video_turns", scores="video_pauc")
     tables = Tables(samples=VideoSampleRow, responses=StepRow, judgments=TurnRow,
                     scores=PartScoreRow)
+    sends_images = True
     main_output = "metrics.csv"
 
     def __init__(self, streaming: StreamingSettings | None = None) -> None:
