@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -21,6 +22,7 @@ from helpers import run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _unavailable(reason: str) -> None:
@@ -117,3 +119,60 @@ def test_a_reply_that_fills_the_context_says_context(llama, tmp_path):
         assert message.startswith("the reply was cut by the model's context"), message
         assert "max_tokens" not in message.split(":")[0]
     assert code == 1  # nothing scored
+
+
+def test_proactive_agent_keeps_its_refusals_and_prints_no_rate_of_nothing(
+        llama, tmp_path, capsys):
+    from test_proactiveagent_suite import DATA
+
+    out = tmp_path / "out"
+    # A system prompt longer than the server's context: every event is refused (HTTP 400).
+    long_prompt = tmp_path / "long_system_prompt.txt"
+    long_prompt.write_text((DATA / "agent_system_prompt.txt").read_text(encoding="utf-8")
+                           + "\n" + (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8"),
+                           encoding="utf-8")
+    args = ["--suite", "proactiveagent", "--corpus", str(DATA),
+            "--eval-model", "openai/tiny", "--eval-api-base", llama.api_base,
+            "--judge-model", "openai/tiny", "--judge-api-base", llama.api_base,
+            "--eval-system-prompt-file", str(long_prompt),
+            "--judge-prompt", str(DATA / "reward_system_prompt.txt"),
+            "--prompt", f"agent_instruction={DATA / 'agent_step_instruction.txt'}",
+            "--prompt", f"judge_instruction={DATA / 'reward_instruction.txt'}",
+            "--store", str(tmp_path / "store"), "--out", str(out)]
+    code, first = _run(llama, args)
+    said = capsys.readouterr()
+    chat = [e for e in first if e.path.endswith("/chat/completions")]
+    refused = [e for e in chat if e.status in (400, 404, 413, 422)]
+    assert refused and all("context" in e.reply for e in refused)
+    assert sum(e.path.endswith("/models") for e in first) == 1
+    verdicts = pl.read_parquet(next((tmp_path / "store").rglob(
+        "proactiveagent_verdicts/**/*.parquet")))
+    assert (verdicts["status"] == "refused").sum() >= len({_identity(e.body) for e in refused
+                                                          if not _is_judge(e)}) > 0
+    assert (verdicts["status"] == "scored").sum() == 0
+    assert code == 1  # nothing scored
+    table = [line for line in said.out.splitlines() if line.startswith("│")]
+    assert table and all("0.0" not in line and " - " in line for line in table)
+    last = said.err.strip().splitlines()[-1]
+    assert "nothing scored" in last and "a re-run will not ask them again" in last
+
+    code_again, second = _run(llama, args)
+    asked_again = {_identity(e.body) for e in second if e.path.endswith("/chat/completions")}
+    assert not asked_again & {_identity(e.body) for e in refused}
+    assert code_again == code
+
+
+def test_the_multimodal_suite_refuses_a_text_only_server_before_any_call(
+        llama, tmp_path, capsys):
+    from mllm_suite_helpers import make_corpus
+
+    corpus, wheel = make_corpus(tmp_path)
+    start = len(llama.proxy.exchanges)
+    code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+                           "--package", str(wheel), "--eval-model", "openai/tiny",
+                           "--eval-api-base", llama.api_base,
+                           "--store", str(tmp_path / "store")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert "openai/tiny" in err[-1] and "--eval-vision" in err[-1] and "images" in err[-1]
+    assert llama.proxy.exchanges[start:] == []  # not a single request, not even /models

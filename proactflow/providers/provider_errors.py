@@ -94,6 +94,7 @@ def connection_failure(exc: BaseException, endpoint: str | None) -> str | None:
     return None
 
 
+_PYDANTIC_ERROR = re.compile(r"'loc': \((?P<loc>[^)]*)\), 'msg': (?P<q>[\"'])(?P<msg>.*?)(?P=q)")
 _HEADER = re.compile(r"^\d+ validation errors?\b|:$|^(error|traceback)\b", re.IGNORECASE)
 
 
@@ -106,6 +107,11 @@ def describe(exc: BaseException, status: int | None) -> str:
     text = re.sub(r"^(litellm\.)?\w+(Error|Timeout): ", "", text)
     if _HEADER.search(text) or len(text) < 40:
         text = " ".join([text, *lines[1:4]])
+    validation = _PYDANTIC_ERROR.search(text)
+    if validation:  # FastAPI's validation error as a dict: its location and what it says
+        where = ".".join(part.strip(" '\"") for part in validation["loc"].split(",")
+                         if part.strip(" '\"") not in ("", "body"))
+        text = f"{where}: {validation['msg']}"
     kind = type(exc).__name__
     return (f"HTTP {status} {kind}: {text}" if status else f"{kind}: {text}")[:300]
 
