@@ -136,8 +136,11 @@ def test_oeg_scores_by_hand(tmp_path):
         assert code == 1  # CIT's judge errors are lost coverage
         assert fake.calls["seer"] == 24  # every sample's own image
         # The judge sees no image: samples of a dataset with the same question, answers and
-        # reply are one judge call, the cache's.
-        assert 3 <= fake.calls["judge"] < 24
+        # reply are one judge call, the cache's; CIT's list of the wrong length is asked again
+        # as the judge's attempts (4) say, and never cached.
+        judged = [request_identity(r) for r in fake.requests if r["model"] == "judge"]
+        cit = [r for r in judged if "'Add more details" not in r and "'Move the blocks'" not in r]
+        assert len(judged) - len(cit) < 16 and len(cit) >= 4 and len(cit) % 4 == 0
         assert fake.requests[0]["max_tokens"] == 2 ** 15
     metrics = pl.read_csv(out / "metrics.csv")
     assert metrics.columns[:5] == ["dataset", "samples", "ps", "cp", "agg"]
@@ -151,6 +154,46 @@ def test_oeg_scores_by_hand(tmp_path):
         "all": (24, 16, 50.0, 50.0, 100.0, 8, 100 / 3, 200 / 3)}
     samples = pl.read_csv(out / "samples.csv")
     assert set(samples.filter(pl.col("dataset") == "CIT")["status"]) == {"judge_error"}
+
+
+def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_path, capsys):
+    corpus, wheel = make_corpus(tmp_path)
+    seen: dict[str, int] = {}
+
+    def second_time_right(request: dict) -> Reply:
+        user = request["messages"][-1]["content"]
+        seen[user] = seen.get(user, 0) + 1
+        return Reply(content="0,1" if seen[user] > 1 else "1")  # QD has two answers
+
+    common = ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
+              "--package", str(wheel), "--datasets", "QuickDraw", "--mode", "oeg",
+              "--eval-model", "openai/seer"]
+    with FakeOpenAI({"seer": lambda r: Reply(content="Please move the object."),
+                     "judge": second_time_right,
+                     "wrong": lambda r: Reply(content="1")}) as fake:
+        args = [*common, "--eval-api-base", fake.url, "--judge-api-base", fake.url]
+        assert run_cli("run", [*args, "--judge-model", "openai/judge",
+                               "--store", str(tmp_path / "s1"), "--out",
+                               str(tmp_path / "out")]) == 0
+        assert seen and set(seen.values()) == {2}  # each asked again once, within the run
+        metrics = pl.read_csv(tmp_path / "out" / "metrics.csv").filter(
+            pl.col("dataset") == "QD").row(0, named=True)
+        assert (metrics["scored"], metrics["judge_errors"]) == (8, 0)
+        # A judge that never gives the right length: asked as --judge-attempts says, then a
+        # judge_error that the next run asks again (the last line says so, truthfully).
+        fake.reset_counts()
+        store = tmp_path / "s2"
+        capsys.readouterr()
+        assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
+                               "3", "--store", str(store)]) == 1
+        asked = [request_identity(r) for r in fake.requests if r["model"] == "wrong"]
+        assert len(asked) == 3 * 8  # three tries for each of QD's 8 samples
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "nothing scored" in last and "a re-run retries only those" in last
+        fake.reset_counts()
+        assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
+                               "3", "--store", str(store)]) == 1
+        assert fake.calls["wrong"] == len(asked)  # asked again, as the last line said
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -36,8 +36,8 @@ def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: 
     console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(table)
     if not complete:
-        console.print("[yellow]Some calls failed (counted as not evaluated above). Run the same "
-                      "command again to retry only those.[/yellow]")
+        console.print("[yellow]Some samples were not scored (counted apart above); the last "
+                      "line says which a re-run asks again.[/yellow]")
 
 
 def preflight(args: argparse.Namespace, settings: RunSettings,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from ..cache.keys import content_key
 from ..common.redaction import register_secret_variable
@@ -104,6 +104,10 @@ class RetryPlan:
     keep_non_answers: bool = False
     """A reply that is not an answer (empty, cut off, refused) is the call's outcome, cached
     like an answer, for a benchmark whose script reads whatever came back, once."""
+    check: Callable[[str], None] | None = None
+    """Raises ValueError for a reply this request cannot use although the suite's parser reads
+    it (e.g. a judge's list of the wrong length for this sample): asked again like an
+    unparsable one, never cached."""
 
     def request_for(self, request: "ChatRequest", attempt: int) -> "ChatRequest":
         if attempt < self.later_from or not self.later_params:

@@ -91,7 +91,7 @@ class ChatClient:
             try:
                 if not outcome.ok:
                     raise ValueError(outcome.error)
-                outcome.parsed = accept(outcome.content or "")
+                outcome.parsed = self._accepted(request, accept, outcome.content or "")
             except ValueError:
                 self._replace.add(request.key)
                 return None
@@ -199,7 +199,7 @@ class ChatClient:
             try:
                 if not outcome.ok:
                     raise ValueError(outcome.error)
-                outcome.parsed = accept(outcome.content or "")
+                outcome.parsed = self._accepted(request, accept, outcome.content or "")
             except ValueError as exc:
                 self.stats.invalid_replies += 1
                 last_error = f"invalid {self.reply_kind} reply: " \
@@ -211,6 +211,14 @@ class ChatClient:
             return cut_off, False
         self.stats.failures += 1
         return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error), False
+
+    @staticmethod
+    def _accepted(request: ChatRequest, accept: Callable[[str], T], content: str) -> T:
+        """The parsed reply, once the request's own check (RetryPlan.check) passes too."""
+        parsed = accept(content)
+        if request.retry is not None and request.retry.check is not None:
+            request.retry.check(content)
+        return parsed
 
     async def _call_adapting(self, request: ChatRequest) -> ChatOutcome:
         """`_call_once` with the response_format this server takes: a format not yet known to

@@ -41,6 +41,9 @@ def judgment_row(sample: dict[str, Any], response: dict[str, Any],
     if outcome.final:
         return OutcomeRow(**{**row, "status": "refused", "message": f"judge: {outcome.error}"})
     if not outcome.ok:
+        if (outcome.error or "").startswith("invalid judge reply"):
+            # Every try gave no usable list: the package reads such a reply as all zeros.
+            row.update(upstream_ps=0, upstream_cp=0, upstream_agg=0)
         return OutcomeRow(**{**row, "status": "judge_error", "message": outcome.error})
     visible = oeg.visible_output(outcome.content or "")
     threshold = sample["prediction_thr"]

@@ -10,13 +10,14 @@ judged by an LLM against the package's acceptable answers.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
-from ...providers.chat import ChatOutcome, ChatRequest
+from ...providers.chat import ChatOutcome, ChatRequest, RetryPlan
 from ...common.errors import UserError
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
@@ -242,11 +243,14 @@ class ProactiveBenchMllm(Suite):
         messages = oeg.judge_messages(pinned, response["prompt"], sample["oeg_answers"],
                                       response["response"])
         return ChatRequest.build(role, [(m["role"], m["content"]) for m in messages],
-                                 sample_index=response["sample_index"])
+                                 sample_index=response["sample_index"],
+                                 retry=RetryPlan(check=partial(
+                                     oeg.check_verdicts, sample["oeg_answers"],
+                                     sample["prediction_thr"])))
 
     def accept_judge_reply(self, text: str) -> str:
-        # Read in judgment_row against the sample's answers: a list of the wrong length is a
-        # judge_error row there, kept (the judge is not asked again for the same reply).
+        # Read in judgment_row against the sample's answers; the request's check has asked the
+        # judge again (its attempts) while its list was missing or of the wrong length.
         return text
 
     def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
