@@ -201,6 +201,8 @@ def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_
     (["--datasets", "ROD,FOO"], "--datasets: unknown 'FOO'"),
     (["--judge-model", "openai/j", "--judge-api-base", "http://127.0.0.1:9/v1"],
      "--judge-model is for --mode oeg"),
+    # An option check comes before the network check its judge would need (offline here).
+    (["--judge-model", "gpt-4o-mini"], "--judge-model is for --mode oeg"),
     (["--mode", "oeg", "--reference", "--judge-model", "openai/j", "--judge-api-base",
       "http://127.0.0.1:9/v1"], "--reference is an MCQA"),
 ])

@@ -51,13 +51,11 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     """
     from ..run.pipeline import (materialize_samples, open_store, stored_responses, suite_of,
                                 with_endpoint_fingerprints)
-    from ..run.preflight import check_access, check_vision, lookup_calls, make_plan, stage_states
+    from ..run.preflight import check_access, lookup_calls, make_plan, stage_states
 
     regenerate = args.command != "rejudge"
     suite, store = suite_of(settings), open_store(settings)
     suite.check_settings(settings)
-    if suite.sends_images and regenerate and suite.asks_model:
-        check_vision(settings.model_under_test)  # an option check: before any network check
     source = suite.locate(settings, store)
     generation_prompts = suite.generation_prompts(settings, store)
     judge_prompts = suite.judge_prompts(settings, store)
@@ -113,8 +111,22 @@ def run_command(args: argparse.Namespace) -> int:
 
     forget_listings()  # each run reads an endpoint's /models once, and learns its formats anew
     forget_all()
-    check_network(args)  # before the imports that building the settings costs
-    settings = settings_from_args(args)
+    def option_checks() -> RunSettings:
+        from ..run.pipeline import suite_of
+        from ..run.preflight import check_vision
+
+        settings = settings_from_args(args)
+        suite = suite_of(settings)
+        suite.check_settings(settings)
+        if suite.sends_images and args.command == "run" and suite.asks_model:
+            check_vision(settings.model_under_test)
+        return settings
+
+    # Before the imports that building the settings costs; a judge whose host is out of reach
+    # has the option checks made first (a judge the suite refuses is a flag error, not a
+    # network one).
+    check_network(args, option_checks)
+    settings = option_checks()
     if args.command != "status" and not args.dry_run:
         check_prefect_server()
 
