@@ -156,6 +156,20 @@ def test_oeg_scores_by_hand(tmp_path):
     assert set(samples.filter(pl.col("dataset") == "CIT")["status"]) == {"judge_error"}
 
 
+def test_a_truncated_image_at_a_later_step_stops_the_run_before_any_call(tmp_path, capsys):
+    corpus, wheel = make_corpus(tmp_path)
+    later = sorted((corpus / "ROD").glob("obj*/img_3.png"))[0]  # never a first view
+    later.write_bytes(later.read_bytes()[:len(later.read_bytes()) // 2])
+    with FakeOpenAI({"seer": lambda r: Reply(content="A")}) as fake:
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision",
+                               "--corpus", str(corpus), "--package", str(wheel),
+                               "--datasets", "ROD", "--eval-model", "openai/seer",
+                               "--eval-api-base", fake.url, "--store", str(tmp_path / "s")])
+        assert fake.calls["seer"] == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and str(later) in err[0] and "truncated" in err[0]
+
+
 def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_path, capsys):
     corpus, wheel = make_corpus(tmp_path)
     seen: dict[str, int] = {}

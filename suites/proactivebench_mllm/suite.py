@@ -24,7 +24,7 @@ from ...config.settings import ModelRole, RunSettings
 from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from . import oeg, upstream
-from .corpus import check_first_images, read_corpus
+from .corpus import check_every_image, check_first_images, read_corpus
 from .datasets import DATASETS, Dataset, parse_datasets
 from .episode import replayed, sample_json, sample_of, shown, step_record
 from .outcomes import judgment_row, scores
@@ -138,6 +138,7 @@ class ProactiveBenchMllm(Suite):
                 samples = oeg.select_oeg_samples(samples)
             samples = samples[:settings.corpus.limit] if settings.corpus.limit else samples
             check_first_images(folder, samples)
+            check_every_image(folder, samples)
             seen: set[int] = set()
             for sample in samples:
                 if sample.sample_id in seen:
