@@ -178,6 +178,20 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
     assert board.filter(pl.col("part") == "all")["pauc_1"].to_list() == [100 * 4 / 5] * 2
 
 
+@pytest.mark.parametrize("content", [b"", b"not a video at all"], ids=["zero-byte", "text"])
+def test_an_undecodable_video_is_one_line_naming_it_before_any_call(corpus, tmp_path, capsys,
+                                                                    content):
+    broken = corpus / "VAD" / "late.mp4"
+    broken.write_bytes(content)
+    with FakeOpenAI({"watcher": watcher, "grader": grader}) as fake:
+        code = run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "VAD",
+                               "--limit", "1"])
+        assert sum(fake.calls.values()) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert str(broken) in err[0] and "--skip-undecodable-videos" in err[0]
+
+
 def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_path):
     (corpus / "VAD" / "late.mp4").write_bytes(b"not a video at all")
 
@@ -189,7 +203,8 @@ def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_pa
     with FakeOpenAI({"watcher": watcher, "grader": wordy}) as fake:
         out = tmp_path / "out"
         assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts",
-                               "vad,web,TV", "--limit", "1", "--out", str(out)]) == 1
+                               "vad,web,TV", "--limit", "1", "--out", str(out),
+                               "--skip-undecodable-videos"]) == 1
         assert fake.calls["watcher"] == 6 + 4  # WEB and TV: the VAD video is never asked about
         assert fake.calls["grader"] == 1 + 4  # the unreadable score asked --judge-attempts times
     turns = pl.read_csv(out / "turns.csv")
