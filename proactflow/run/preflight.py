@@ -343,8 +343,17 @@ def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
             errors = frame.filter(pl.col("status").is_in(list(suite.error_statuses))).height \
                 if "status" in frame.columns else 0
             state = "complete" if found.complete else "incomplete (a run will retry failures)"
+            counted = f"{errors} failed"
+            if stage == names.judgments and "status" in frame.columns:
+                # Counted as the run's closing summary counts them (Suite.coverage).
+                scored, total, lost = suite.coverage(frame)
+                failed = {kind: n for kind, n in lost.items() if n and kind != "refused"}
+                kinds = ", ".join(f"{n} {kind}" for kind, n in failed.items())
+                counted = (f"{scored} of {total} scored, {sum(failed.values())} failed"
+                           + (f" ({kinds})" if kinds else "")
+                           + (f", {lost['refused']} refused" if lost.get("refused") else ""))
             lines.append(f"{stage:<13} {spec.key[:12]}  stored, {frame.height} rows, "
-                         f"{errors} failed, {state}")
+                         f"{counted}, {state}")
         if stage == names.responses:
             spec = judgments_spec(suite, settings, spec.key, judge_prompts)
         elif stage == names.judgments:
