@@ -106,6 +106,14 @@ def test_proactbench_judges_after_one_refused_format_and_never_asks_a_refusal_ag
     if code:
         last = err[-1]
         assert "refused by the server" in last and "a re-run will not ask them again" in last
+    # `status` counts the judgments as the summary does.
+    phase = pl.read_csv(tmp_path / "out" / "phase_scores.csv").filter(
+        pl.col("phase") == "OVERALL").row(0, named=True)
+    assert run_cli("status", args) == 0
+    status = [line for line in capsys.readouterr().out.splitlines()
+              if line.startswith("judgments")][0]
+    assert f"{phase['evaluated']} of {phase['triggers']} scored" in status
+    assert (f"{phase['refused']} refused" in status) == bool(phase["refused"])
 
 
 def test_a_reply_that_fills_the_context_says_context(llama, tmp_path):
