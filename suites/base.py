@@ -69,6 +69,9 @@ class Suite(ABC):
     step_column: ClassVar[str | None] = None
     """Interactive suites only: the column of the responses and judgments that numbers the
     steps of one sample (0, 1, ...); it orders their rows after the sample key."""
+    sends_images: ClassVar[bool] = False
+    """True when the model under test is shown images: a model that does not take them (or of
+    which neither litellm's model map nor the user says it does) is refused before any call."""
     option_names: ClassVar[tuple[str, ...]] = ()
     """The suite's own options (`RunSettings.suite_options`, e.g. --datasets) it takes; any
     other given is a one-line error."""

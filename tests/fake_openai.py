@@ -217,6 +217,9 @@ class FakeOpenAI:
                     self._send(reply.status, {"error": error}, reply.headers)
                     return
                 words = len(reply.content.split())
+                budget = request.get("max_completion_tokens") or request.get("max_tokens")
+                if reply.finish_reason == "length" and budget:
+                    words = budget  # a reply cut at the request's limit used all of it
                 prompt_words = sum(len(str(m.get("content", "")).split())
                                    for m in request.get("messages", []))
                 self._send(200, {

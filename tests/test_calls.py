@@ -54,14 +54,18 @@ def test_retry_after_is_honoured(tmp_path):
         assert gap >= 1.0
 
 
-def test_bad_request_fails_fast_and_is_not_cached(tmp_path):
+def test_a_refused_request_is_kept_and_not_asked_again_unless_refreshed(tmp_path):
     with FakeOpenAI({"m": lambda _: Reply(status=400, content="context too long")}) as fake:
         c = client(fake, "m", tmp_path)
         outcome = asyncio.run(c.call(request(c)))
-        assert not outcome.ok and fake.calls["m"] == 1
-        assert outcome.error.startswith("HTTP 400") and "context too long" in outcome.error
-        assert request(c).key not in c.cache
-        asyncio.run(c.call(request(c)))
+        assert outcome.status == "refused" and fake.calls["m"] == 1  # not retried
+        assert "HTTP 400" in outcome.error and "context too long" in outcome.error
+        assert c.cache.get(request(c).key)["status"] == "refused"
+        again = asyncio.run(c.call(request(c)))
+        assert again.status == "refused" and again.from_cache and fake.calls["m"] == 1
+        refreshing = client(fake, "m", tmp_path)
+        refreshing.refresh = True
+        asyncio.run(refreshing.call(request(refreshing)))
         assert fake.calls["m"] == 2
 
 

@@ -27,7 +27,7 @@ def test_mcqa_steps_carry_the_images_the_environment_shows(tmp_path, capsys):
     expected = expected_mcqa(corpus, IDS)
     wrong: list[str] = []
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
-        args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
+        args = ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus), "--package",
                 str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
                 "--store", str(tmp_path / "store")]
         out = tmp_path / "out"
@@ -80,7 +80,7 @@ def test_the_hint_and_reference_variants(tmp_path, variant, capsys):
     wrong: list[str] = []
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
         out = tmp_path / "out"
-        run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+        run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                         "--package", str(wheel), variant, "--eval-model", "openai/seer",
                         "--eval-api-base", fake.url, "--store", str(tmp_path / "store"),
                         "--out", str(out)])
@@ -107,7 +107,7 @@ def test_a_failed_call_is_an_error_row_never_a_wrong_answer(tmp_path):
             Reply(content="Z")
     with FakeOpenAI({"seer": flaky}) as fake:
         out = tmp_path / "out"
-        code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                                "--package", str(wheel), "--datasets", "MVP-N,ROD",
                                "--eval-model", "openai/seer", "--eval-api-base", fake.url,
                                "--max-attempts", "1", "--store", str(tmp_path / "store"),
@@ -133,7 +133,7 @@ def test_oeg_scores_by_hand(tmp_path):
     with FakeOpenAI({"seer": lambda r: Reply(content="Please move the object."),
                      "judge": oeg_judge}) as fake:
         out = tmp_path / "out"
-        code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                                "--package", str(wheel), "--datasets", "ROD,QuickDraw,CIT",
                                "--mode", "oeg", "--eval-model", "openai/seer",
                                "--eval-api-base", fake.url, "--judge-model", "openai/judge",
@@ -142,8 +142,11 @@ def test_oeg_scores_by_hand(tmp_path):
         assert code == 1  # CIT's judge errors are lost coverage
         assert fake.calls["seer"] == 24  # every sample's own image
         # The judge sees no image: samples of a dataset with the same question, answers and
-        # reply are one judge call, the cache's.
-        assert 3 <= fake.calls["judge"] < 24
+        # reply are one judge call, the cache's; CIT's list of the wrong length is asked again
+        # as the judge's attempts (4) say, and never cached.
+        judged = [request_identity(r) for r in fake.requests if r["model"] == "judge"]
+        cit = [r for r in judged if "'Add more details" not in r and "'Move the blocks'" not in r]
+        assert len(judged) - len(cit) < 16 and len(cit) >= 4 and len(cit) % 4 == 0
         assert fake.requests[0]["max_tokens"] == 2 ** 15
     metrics = pl.read_csv(out / "metrics.csv")
     assert metrics.columns[:5] == ["dataset", "samples", "ps", "cp", "agg"]
@@ -160,17 +163,73 @@ def test_oeg_scores_by_hand(tmp_path):
     assert set(samples.filter(pl.col("dataset") == "CIT")["status"]) == {"judge_error"}
 
 
+def test_a_truncated_image_at_a_later_step_stops_the_run_before_any_call(tmp_path, capsys):
+    corpus, wheel = make_corpus(tmp_path)
+    later = sorted((corpus / "ROD").glob("obj*/img_3.png"))[0]  # never a first view
+    later.write_bytes(later.read_bytes()[:len(later.read_bytes()) // 2])
+    with FakeOpenAI({"seer": lambda r: Reply(content="A")}) as fake:
+        code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision",
+                               "--corpus", str(corpus), "--package", str(wheel),
+                               "--datasets", "ROD", "--eval-model", "openai/seer",
+                               "--eval-api-base", fake.url, "--store", str(tmp_path / "s")])
+        assert fake.calls["seer"] == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and str(later) in err[0] and "truncated" in err[0]
+
+
+def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_path, capsys):
+    corpus, wheel = make_corpus(tmp_path)
+    seen: dict[str, int] = {}
+
+    def second_time_right(request: dict) -> Reply:
+        user = request["messages"][-1]["content"]
+        seen[user] = seen.get(user, 0) + 1
+        return Reply(content="0,1" if seen[user] > 1 else "1")  # QD has two answers
+
+    common = ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
+              "--package", str(wheel), "--datasets", "QuickDraw", "--mode", "oeg",
+              "--eval-model", "openai/seer"]
+    with FakeOpenAI({"seer": lambda r: Reply(content="Please move the object."),
+                     "judge": second_time_right,
+                     "wrong": lambda r: Reply(content="1")}) as fake:
+        args = [*common, "--eval-api-base", fake.url, "--judge-api-base", fake.url]
+        assert run_cli("run", [*args, "--judge-model", "openai/judge",
+                               "--store", str(tmp_path / "s1"), "--out",
+                               str(tmp_path / "out")]) == 0
+        assert seen and set(seen.values()) == {2}  # each asked again once, within the run
+        metrics = pl.read_csv(tmp_path / "out" / "metrics.csv").filter(
+            pl.col("dataset") == "QD").row(0, named=True)
+        assert (metrics["scored"], metrics["judge_errors"]) == (8, 0)
+        # A judge that never gives the right length: asked as --judge-attempts says, then a
+        # judge_error that the next run asks again (the last line says so, truthfully).
+        fake.reset_counts()
+        store = tmp_path / "s2"
+        capsys.readouterr()
+        assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
+                               "3", "--store", str(store)]) == 1
+        asked = [request_identity(r) for r in fake.requests if r["model"] == "wrong"]
+        assert len(asked) == 3 * 8  # three tries for each of QD's 8 samples
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "nothing scored" in last and "a re-run retries only those" in last
+        fake.reset_counts()
+        assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
+                               "3", "--store", str(store)]) == 1
+        assert fake.calls["wrong"] == len(asked)  # asked again, as the last line said
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--mode", "oeg"], "--mode oeg needs --judge-model"),
     (["--datasets", "ROD,FOO"], "--datasets: unknown 'FOO'"),
     (["--judge-model", "openai/j", "--judge-api-base", "http://127.0.0.1:9/v1"],
      "--judge-model is for --mode oeg"),
+    # An option check comes before the network check its judge would need (offline here).
+    (["--judge-model", "gpt-4o-mini"], "--judge-model is for --mode oeg"),
     (["--mode", "oeg", "--reference", "--judge-model", "openai/j", "--judge-api-base",
       "http://127.0.0.1:9/v1"], "--reference is an MCQA"),
 ])
 def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     corpus, wheel = make_corpus(tmp_path, per_dataset=1)
-    code = run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+    code = run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus),
                            "--package", str(wheel), "--eval-model", "openai/m",
                            "--eval-api-base", "http://127.0.0.1:9/v1",
                            "--store", str(tmp_path / "s"), *flags])
@@ -208,7 +267,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
 
     identity = request_identity
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
-        args = ["--suite", "proactivebench-mllm", "--corpus", str(corpus), "--package",
+        args = ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus", str(corpus), "--package",
                 str(wheel), "--eval-model", "openai/seer", "--eval-api-base", fake.url,
                 "--concurrency", str(concurrency)]
         reference = tmp_path / "reference"
@@ -238,7 +297,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
 def test_offline_the_corpus_and_the_wheel_are_named_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     corpus, wheel = make_corpus(tmp_path, per_dataset=1)
-    common = ["--suite", "proactivebench-mllm", "--eval-model", "openai/m",
+    common = ["--suite", "proactivebench-mllm", "--eval-vision", "--eval-model", "openai/m",
               "--eval-api-base", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "s")]
     assert run_cli("run", [*common, "--package", str(wheel)]) == 2
     err = capsys.readouterr().err.strip()
@@ -274,10 +333,12 @@ package = "{wheel}"
 [[models]]
 model = "openai/first"
 api_base = "{fake.url}"
+vision = true
 
 [[models]]
 model = "openai/second"
 api_base = "{fake.url}"
+vision = true
 """)
         assert run_cli("sweep", ["--config", str(config)]) == 0
     board = pl.read_csv(out / "leaderboard.csv")

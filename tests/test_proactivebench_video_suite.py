@@ -91,7 +91,7 @@ def decodes(monkeypatch):
 
 
 def args_for(fake: FakeOpenAI, corpus: Path, store: Path, *extra: str) -> list[str]:
-    return ["--suite", "proactivebench-video", "--corpus", str(corpus),
+    return ["--suite", "proactivebench-video", "--eval-vision", "--corpus", str(corpus),
             "--eval-model", "openai/watcher", "--eval-api-base", fake.url,
             "--judge-model", "openai/grader", "--judge-api-base", fake.url,
             "--store", str(store), *extra]
@@ -180,6 +180,20 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
     assert board.filter(pl.col("part") == "all")["pauc_1"].to_list() == [100 * 4 / 5] * 2
 
 
+@pytest.mark.parametrize("content", [b"", b"not a video at all"], ids=["zero-byte", "text"])
+def test_an_undecodable_video_is_one_line_naming_it_before_any_call(corpus, tmp_path, capsys,
+                                                                    content):
+    broken = corpus / "VAD" / "late.mp4"
+    broken.write_bytes(content)
+    with FakeOpenAI({"watcher": watcher, "grader": grader}) as fake:
+        code = run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "VAD",
+                               "--limit", "1"])
+        assert sum(fake.calls.values()) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert str(broken) in err[0] and "--skip-undecodable-videos" in err[0]
+
+
 def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_path):
     (corpus / "VAD" / "late.mp4").write_bytes(b"not a video at all")
 
@@ -191,7 +205,8 @@ def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_pa
     with FakeOpenAI({"watcher": watcher, "grader": wordy}) as fake:
         out = tmp_path / "out"
         assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts",
-                               "vad,web,TV", "--limit", "1", "--out", str(out)]) == 1
+                               "vad,web,TV", "--limit", "1", "--out", str(out),
+                               "--skip-undecodable-videos"]) == 1
         assert fake.calls["watcher"] == 6 + 4  # WEB and TV: the VAD video is never asked about
         assert fake.calls["grader"] == 1 + 4  # the unreadable score asked --judge-attempts times
     turns = pl.read_csv(out / "turns.csv")
@@ -212,11 +227,11 @@ def test_bad_flags_are_one_line_errors(corpus, tmp_path, capsys):
         common = ["--eval-model", "openai/m", "--eval-api-base", fake.url, "--judge-model",
                   "openai/j", "--judge-api-base", fake.url, "--store", str(tmp_path / "store"),
                   "--dry-run"]
-        assert run_cli("run", ["--suite", "proactivebench-video", *common]) == 2
+        assert run_cli("run", ["--suite", "proactivebench-video", "--eval-vision", *common]) == 2
         err = capsys.readouterr().err
         assert "needs --corpus DIR" in err and "ProactiveVideoQA" in err
         assert len(err.strip().splitlines()) == 1
-        assert run_cli("run", ["--suite", "proactivebench-video", "--corpus", str(corpus),
+        assert run_cli("run", ["--suite", "proactivebench-video", "--eval-vision", "--corpus", str(corpus),
                                "--parts", "WEB,MOVIES", *common]) == 2
         err = capsys.readouterr().err
         assert "unknown part 'MOVIES'" in err and len(err.strip().splitlines()) == 1
@@ -281,10 +296,12 @@ api_base = "{fake.url}"
 [[models]]
 model = "openai/watcher"
 api_base = "{fake.url}"
+vision = true
 
 [[models]]
 model = "openai/mute"
 api_base = "{fake.url}"
+vision = true
 """, encoding="utf-8")
         assert run_cli("sweep", ["--config", str(config)]) == 0
         assert (fake.calls["watcher"], fake.calls["mute"]) == (16, 16)

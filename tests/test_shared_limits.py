@@ -116,7 +116,7 @@ def test_a_slot_is_freed_on_every_way_out(backend):
                 gate.set()
                 assert (await second).content == "late"
                 refused = await client.call(ChatRequest.build(role, [("user", "refuse this")]))
-                assert refused.status == "error"
+                assert refused.status == "refused"  # a 400: the server's answer, kept
                 await limit.settled()
                 assert await asyncio.to_thread(other.free_slots) == 2
                 assert limit.local.in_flight == 0 and fake.calls["m"] == 3

@@ -106,7 +106,8 @@ def test_exit_status_says_when_triggers_were_lost(fake, store, tmp_path, capsys)
                     extra=("--out", str(tmp_path / "out")))
     assert run_cli("run", args) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("proactflow: ") and "triggers not scored because calls failed" in last
+    assert last.startswith("proactflow: ") and "triggers not scored" in last
+    assert "refused by the server" in last and "a re-run will not ask them again" in last
     row = overall(tmp_path / "out")
     share = row["evaluated"] / row["triggers"]
     assert run_cli("run", [*args, "--min-coverage", f"{share - 0.01:.4f}"]) == 0

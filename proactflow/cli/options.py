@@ -221,6 +221,11 @@ def add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
                             "deployment date): a new label asks every call again instead of "
                             "reusing cached answers")
     if prefix == "eval":
+        group.add_argument("--eval-vision", action="store_true", default=None,
+                           help="declare that the model takes images (image_url parts): needed "
+                                "by a suite that sends images when litellm's model map does "
+                                "not know the model (a model on your own endpoint); without "
+                                "it such a run is refused before any call")
         group.add_argument("--eval-system-prompt", metavar="TEXT_OR_@FILE",
                            help="system prompt for the model under test (default: the suite's: "
                                 "none in ProactBench, upstream's in ProactiveBench); @path reads "
@@ -275,7 +280,8 @@ def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_S
         "model_under_test" if prefix == "eval" else "judge", model, explicit, suite, options)
     return ModelRole(model=model, api_base=getattr(args, f"{prefix}_api_base"),
                      api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation,
-                     deviations=deviations, revision=getattr(args, f"{prefix}_revision", None))
+                     deviations=deviations, revision=getattr(args, f"{prefix}_revision", None),
+                     vision=getattr(args, f"{prefix}_vision", None))
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:

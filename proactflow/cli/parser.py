@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         corpus.add_argument("--parts", metavar="LIST",
                             help="proactivebench-video: comma-separated parts to evaluate "
                                  "(WEB,EGO,TV,VAD; default: all four)")
+        corpus.add_argument("--skip-undecodable-videos", dest="skip_undecodable",
+                            action="store_true",
+                            help="proactivebench-video: run the rest when a video cannot be "
+                                 "decoded (its turns are error rows, counted apart as "
+                                 "'undecodable video'); without it such a video is a one-line "
+                                 "error naming the file, before any call")
         mllm = sub.add_argument_group("multimodal ProactiveBench (--suite proactivebench-mllm)")
         mllm.add_argument("--datasets", metavar="LIST",
                           help="comma-separated datasets by short or full name: ROD, VSOD, "

@@ -39,8 +39,8 @@ def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: 
     console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(table)
     if not complete:
-        console.print("[yellow]Some calls failed (counted as not evaluated above). Run the same "
-                      "command again to retry only those.[/yellow]")
+        console.print("[yellow]Some samples were not scored (counted apart above); the last "
+                      "line says which a re-run asks again.[/yellow]")
 
 
 def preflight(args: argparse.Namespace, settings: RunSettings,
@@ -77,7 +77,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     with lookup_calls(store, settings.database) as lookup:  # a database that is down: here
         plan = make_plan(suite, settings, samples, lookup, generation_prompts, judge_prompts,
                          responses)
-    for line in plan.lines(settings, source.revision, regenerate):
+    for line in plan.lines(settings, source.revision, regenerate,
+                           settings.judge_response_format
+                           if suite.takes_judge_response_format else None):
         print(line, flush=True)
     if settings.database:
         print(f"database    {redact_url(settings.database)}: the per-call cache, its leases "
@@ -106,13 +108,32 @@ def quiet_temporary_server() -> None:
 def run_command(args: argparse.Namespace) -> int:
     """`run`, `status`, and `rejudge` of one evaluation by one judge (cli/rejudging.py hands
     it those)."""
+    from ..config.endpoints import forget_listings
+    from ..providers.structured_output import forget_all
     from ..run.offline import check_network
 
-    check_network(args)  # before the imports that building the settings costs
+    forget_listings()  # each run reads an endpoint's /models once, and learns its formats anew
+    forget_all()
+
+    def option_checks() -> RunSettings:
+        from ..run.pipeline import suite_of
+        from ..run.preflight import check_vision
+
+        settings = settings_from_args(args)
+        suite = suite_of(settings)
+        suite.check_settings(settings)
+        if suite.sends_images and args.command == "run" and suite.asks_model:
+            check_vision(settings.model_under_test)
+        return settings
+
+    # Before the imports that building the settings costs; a judge whose host is out of reach
+    # has the option checks made first (a judge the suite refuses is a flag error, not a
+    # network one).
+    check_network(args, option_checks)
     runs_flow = args.command != "status" and not args.dry_run
     if runs_flow:  # now: its seconds of start-up overlap everything below
         start_temporary_server()
-    settings = settings_from_args(args)
+    settings = option_checks()
     if runs_flow:
         check_prefect_server()
     go = preflight(args, settings)

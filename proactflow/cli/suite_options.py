@@ -23,7 +23,8 @@ def parts_from_args(args: argparse.Namespace, suite: Any) -> tuple[str, ...] | N
 
 
 SUITE_OPTIONS = {"datasets": "--datasets", "mode": "--mode", "hint": "--hint",
-                 "reference": "--reference", "package": "--package"}
+                 "reference": "--reference", "package": "--package",
+                 "skip_undecodable": "--skip-undecodable-videos"}
 """A suite's own options: their RunSettings.suite_options name and their flag."""
 
 

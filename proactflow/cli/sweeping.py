@@ -19,7 +19,7 @@ from .running import quiet_temporary_server
 
 def sweep_command(args: argparse.Namespace) -> int:
     from ..run.pipeline import materialize_samples, open_store, suite_of
-    from ..run.preflight import check_access
+    from ..run.preflight import check_access, check_vision
     from ..sweeps.sweep_file import load_sweep
 
     start_temporary_server()  # first thing: it boots while the sweep's imports and checks run
@@ -62,7 +62,10 @@ def sweep_command(args: argparse.Namespace) -> int:
     skipped, models = [], []
     for model in config.models:
         try:
-            access(model.role("model_under_test", config.suite), "model under test")
+            role = model.role("model_under_test", config.suite)
+            if suite.sends_images:
+                check_vision(role)  # before any network check
+            access(role, "model under test")
         except UserError as exc:
             skipped.append({"model": model.model, "judge": "-", "error": str(exc)})
             print(f"skipping {model.model}: {exc}")

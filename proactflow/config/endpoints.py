@@ -155,6 +155,30 @@ def get_request(url: str, api_key: str | None) -> urllib.request.Request:
     return request
 
 
+_listings: dict[tuple[str, str], tuple[tuple[tuple[str, str], ...], Exception | None]] = {}
+"""Each endpoint's /models answer (or the error it gave), read once per run (forget_listings
+starts a run afresh): the access check and the fingerprints of both roles share it."""
+
+
+def forget_listings() -> None:
+    _listings.clear()
+
+
+def models_listing(url: str, api_key: str | None) -> tuple[tuple[str, str], ...]:
+    """(id, entry as JSON) of each model the endpoint lists; raises what reading it raised
+    (urllib's errors; ValueError for an answer that is not JSON)."""
+    key = (url, content_key({"key": api_key}))
+    if key not in _listings:
+        try:
+            _listings[key] = (_models_listing(url, api_key), None)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            _listings[key] = ((), exc)
+    listing, error = _listings[key]
+    if error is not None:
+        raise error
+    return listing
+
+
 def _models_listing(url: str, api_key: str | None) -> tuple[tuple[str, str], ...]:
     with urllib.request.urlopen(get_request(url, api_key), timeout=10) as answer:
         listing = json.loads(answer.read() or b"{}")
@@ -169,7 +193,7 @@ def endpoint_fingerprint(api_base: str, model: str, api_key: str | None) -> str 
     part of the key)."""
     served_name = model.split("/", 1)[1] if "/" in model else model
     try:
-        listing = _models_listing(endpoint_url(api_base, "/models"), api_key)
+        listing = models_listing(endpoint_url(api_base, "/models"), api_key)
     except (urllib.error.URLError, OSError, ValueError):
         return None
     for entry_id, text in listing:

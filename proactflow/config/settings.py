@@ -65,6 +65,12 @@ class ModelRole(BaseModel):
         default_factory=Limits, description="This model's own limits (a sweep entry's "
                                             "concurrency, rpm, tpm), shared by every run that "
                                             "calls it; unset ones are the run's. In no key.")
+    vision: bool | None = Field(
+        default=None, description="Whether the model takes images, as you declare it "
+                                  "(--eval-vision, a sweep entry's vision = true); None: as "
+                                  "litellm's model map says. A suite that sends images refuses "
+                                  "a model that does not take them, or of which nothing says "
+                                  "so, before any call. In no key.")
 
     @field_serializer("api_base")
     def _without_secrets(self, api_base: str | None) -> str | None:

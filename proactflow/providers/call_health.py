@@ -21,6 +21,8 @@ class CallStats:
     failures: int = 0
     not_answers: int = 0
     invalid_replies: int = 0
+    refused: int = 0
+    """Calls the server refused as sent (stored: a re-run does not ask them again)."""
     rate_limited: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -2,7 +2,9 @@
 (an answer, a reply that is not an answer, or a failure).
 
 A reply is an answer only when it has content and was not cut short: an empty reply, one cut at
-max_tokens and one stopped by a content filter each get their own status and are never judged.
+max_tokens or by the model's context and one stopped by a content filter each get their own status
+and are never judged. A request the server refused as sent (status refused) is an outcome too: it
+is cached, and asked again only by --refresh or a changed key.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from ..cache.keys import content_key
 from ..common.redaction import register_secret_variable
@@ -23,7 +25,11 @@ NO_KEY_PLACEHOLDER = "no-key-configured"
 """Sent as the key to an endpoint that has none configured, so that litellm never falls back to
 a provider key from the environment (OPENAI_API_KEY) and sends it somewhere it was not meant for."""
 
-OutcomeStatus = Literal["ok", "error", "empty", "truncated", "blocked"]
+OutcomeStatus = Literal["ok", "error", "empty", "truncated", "blocked", "refused"]
+
+CONTEXT_CUT = "the reply was cut by the model's context"
+"""How the message of a reply truncated by the context (reason `context`) starts; one cut at the
+request's max_tokens (reason `max_tokens`) says "cut at max_tokens"."""
 
 
 def api_key_for(role: ModelRole) -> str | None:
@@ -41,12 +47,35 @@ def api_key_for(role: ModelRole) -> str | None:
     return None
 
 
+def truncation_reason(message: str | None) -> str:
+    """`context` or `max_tokens`: what cut a truncated reply, read from its message."""
+    return "context" if (message or "").startswith(CONTEXT_CUT) else "max_tokens"
+
+
+def context_cut_message(prompt_tokens: int | None, completion_tokens: int | None,
+                        detail: str = "finish_reason length") -> str:
+    counts = (f"{prompt_tokens} prompt + {completion_tokens} reply = "
+              f"{prompt_tokens + completion_tokens} tokens"
+              if prompt_tokens is not None and completion_tokens is not None else "no counts")
+    return (f"{CONTEXT_CUT} ({counts}; {detail}): a larger max_tokens cannot help, a larger "
+            "context or a shorter prompt can")
+
+
 def reply_status(content: str | None, finish_reason: str | None,
-                 refusal: str | None = None) -> tuple[OutcomeStatus, str | None]:
-    """Whether a provider's reply is an answer, and why not when it is not."""
+                 refusal: str | None = None, *, max_tokens: int | None = None,
+                 prompt_tokens: int | None = None, completion_tokens: int | None = None,
+                 context_length: int | None = None) -> tuple[OutcomeStatus, str | None]:
+    """Whether a provider's reply is an answer, and why not when it is not. A reply cut by the
+    length limit was cut by the model's context, not by max_tokens, when none was sent, when it
+    is shorter than max_tokens, or when prompt and reply fill the known context."""
     if finish_reason == "content_filter" or refusal:
         return "blocked", ("the reply was refused: " + refusal[:200] if refusal
                            else "the reply was stopped by the provider's content filter")
+    if finish_reason == "length" and completion_tokens is not None and (
+            max_tokens is None or completion_tokens < max_tokens
+            or (context_length and prompt_tokens is not None
+                and prompt_tokens + completion_tokens >= context_length)):
+        return "truncated", context_cut_message(prompt_tokens, completion_tokens)
     if finish_reason == "length":
         return "truncated", ("the reply was cut at max_tokens (finish_reason length)"
                              + ("" if (content or "").strip() else
@@ -75,6 +104,10 @@ class RetryPlan:
     keep_non_answers: bool = False
     """A reply that is not an answer (empty, cut off, refused) is the call's outcome, cached
     like an answer, for a benchmark whose script reads whatever came back, once."""
+    check: Callable[[str], None] | None = None
+    """Raises ValueError for a reply this request cannot use although the suite's parser reads
+    it (e.g. a judge's list of the wrong length for this sample): asked again like an
+    unparsable one, never cached."""
 
     def request_for(self, request: "ChatRequest", attempt: int) -> "ChatRequest":
         if attempt < self.later_from or not self.later_params:
@@ -160,6 +193,9 @@ class ChatOutcome:
     from_cache: bool = False
     error: str | None = None
     """Why the outcome is not an answer (any status but ok)."""
+    refusal: str | None = None
+    """Status refused: why (provider_errors.RefusalKind); a truncated reply cut by the
+    context: "context_full"."""
     served_model: str | None = None
     system_fingerprint: str | None = None
     litellm_version: str | None = None
@@ -176,7 +212,16 @@ class ChatOutcome:
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "latency_s": self.latency_s, "attempts": self.attempts,
                 "served_model": self.served_model, "system_fingerprint": self.system_fingerprint,
-                "litellm_version": self.litellm_version}
+                "litellm_version": self.litellm_version,
+                **({"refusal": self.refusal} if self.refusal else {})}
+
+    @property
+    def final(self) -> bool:
+        """A stored outcome a later run reuses even though it is not an answer: the server
+        refused the request, or the reply filled the model's context (asking the same server
+        again would end the same way; --refresh asks anyway)."""
+        return self.status == "refused" or (
+            self.status == "truncated" and truncation_reason(self.error) == "context")
 
     @classmethod
     def from_record(cls, request_key: str, record: dict[str, Any]) -> "ChatOutcome":
@@ -190,4 +235,5 @@ class ChatOutcome:
                    latency_s=record.get("latency_s"), attempts=record.get("attempts", 0),
                    served_model=record.get("served_model"),
                    system_fingerprint=record.get("system_fingerprint"),
-                   litellm_version=record.get("litellm_version"), from_cache=True)
+                   litellm_version=record.get("litellm_version"),
+                   refusal=record.get("refusal"), from_cache=True)

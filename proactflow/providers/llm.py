@@ -6,7 +6,11 @@ Retries live here and nowhere else: litellm and the OpenAI client are told not t
 counts towards declaring the endpoint down; 5xx and connection errors are retried with
 exponential backoff and full jitter; a timeout is not retried (the provider may have finished
 and billed the call); a 401/403, an unknown model or an exhausted quota stops the run at once;
-any other 4xx fails that one call.
+a request the server refuses as sent (400, 413, 422: too long for its context, a parameter it does
+not take) is the call's outcome, status refused, cached like an answer: the same server would
+refuse it again, so only --refresh or a changed key asks again. A refused `response_format` is
+not a refusal of the call: the call is sent again with the next format the server may take
+(structured_output.py).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any, Awaitable, Callable, TypeVar
 import litellm
 
 from ..cache.calls import CallCache, CallStore, as_call_store
-from .chat import ChatOutcome, ChatRequest, api_key_for, reply_status
+from .chat import ChatOutcome, ChatRequest, api_key_for, context_cut_message, reply_status
+from . import structured_output as formats
 from .content import wire_content
 from . import litellm_costs
 from .call_health import Breaker, CallStats, paying
@@ -83,11 +88,11 @@ class ChatClient:
         """A stored record as this call's outcome, or None when `accept` rejects it (a reply
         cached before a stricter parser: it is asked again, and replaced)."""
         outcome = ChatOutcome.from_record(request.key, record)
-        if accept is not None:
+        if accept is not None and not outcome.final:
             try:
                 if not outcome.ok:
                     raise ValueError(outcome.error)
-                outcome.parsed = accept(outcome.content or "")
+                outcome.parsed = self._accepted(request, accept, outcome.content or "")
             except ValueError:
                 self._replace.add(request.key)
                 return None
@@ -170,13 +175,18 @@ class ChatClient:
         cut_off: ChatOutcome | None = None
         for attempt in range(tries):
             asked = plan.request_for(request, attempt) if plan is not None else request
-            outcome = await self._call_once(asked)
+            outcome = await self._call_adapting(asked)
             outcome.request_key = request.key  # the call is the first request, on every try
             attempts += outcome.attempts
             outcome.attempts = attempts
             if outcome.status == "error":
                 self.stats.failures += 1
                 return outcome, False
+            if outcome.status == "refused":
+                # The server's answer to this request as sent: kept, never asked again unless
+                # --refresh or a changed key says so.
+                self.stats.refused += 1
+                return await self._store(request, outcome, accept)
             if accept is None or (not outcome.ok and plan is not None
                                   and plan.keep_non_answers):
                 # The model under test, or a judge read as its benchmark reads it: a
@@ -189,6 +199,9 @@ class ChatClient:
                 self.stats.not_answers += 1
                 cut_off, last_error = outcome, outcome.error or "cut off"
                 continue
+            if outcome.final:  # the reply filled the context: kept, as a refusal is
+                self.stats.not_answers += 1
+                return await self._store(request, outcome, accept)
             if outcome.status in ("truncated", "blocked"):
                 # Asking again would be cut or blocked the same way: a judge error, not cached.
                 self.stats.not_answers += 1
@@ -197,7 +210,7 @@ class ChatClient:
             try:
                 if not outcome.ok:
                     raise ValueError(outcome.error)
-                outcome.parsed = accept(outcome.content or "")
+                outcome.parsed = self._accepted(request, accept, outcome.content or "")
             except ValueError as exc:
                 self.stats.invalid_replies += 1
                 last_error = f"invalid {self.reply_kind} reply: " \
@@ -209,6 +222,46 @@ class ChatClient:
             return cut_off, False
         self.stats.failures += 1
         return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error), False
+
+    @staticmethod
+    def _accepted(request: ChatRequest, accept: Callable[[str], T], content: str) -> T:
+        """The parsed reply, once the request's own check (RetryPlan.check) passes too."""
+        parsed = accept(content)
+        if request.retry is not None and request.retry.check is not None:
+            request.retry.check(content)
+        return parsed
+
+    async def _call_adapting(self, request: ChatRequest) -> ChatOutcome:
+        """`_call_once` with the response_format this server takes: a format not yet known to
+        work is tried by one call at a time; a refused one is replaced, for the run."""
+        if formats.format_of(request) == "none":
+            return await self._call_once(request)
+        state = formats.state_for(self.role.model, request.api_base)
+        if not state.loaded:
+            async with state.lock():  # the others wait: none sends a format refused before
+                if not state.loaded and not self.refresh:
+                    for name in formats.LADDER[:-1]:
+                        if await self.calls.get(formats.refusal_key(request, name)) is not None:
+                            state.refused.add(name)
+                state.loaded = True
+        while True:
+            sent = formats.adapted(request, state)
+            if formats.known_to_work(state, sent):
+                outcome = await self._call_once(sent)
+            else:
+                async with state.lock():
+                    sent = formats.adapted(request, state)
+                    outcome = await self._call_once(sent)
+                    if outcome.status not in ("error", "refused"):
+                        state.working.add(formats.format_of(sent))
+            name = formats.format_of(sent)
+            if outcome.refusal != "response_format" or name == "none":
+                return outcome
+            if name not in state.refused:
+                formats.note_refused(state, self.role.model, self.role.endpoint, name,
+                                     outcome.error or "")
+                await self.calls.put(formats.refusal_key(request, name), outcome.record(),
+                                     replace=True)
 
     def _count_kept(self, outcome: ChatOutcome) -> None:
         self.stats.prompt_tokens += outcome.prompt_tokens or 0
@@ -304,6 +357,9 @@ class ChatClient:
                                              f"{failure}")
                 await asyncio.sleep(self._backoff(rate_limited, failure.retry_after))
                 continue
+            if failure.refusal is not None:  # the server answered: it is up
+                self._breaker.success()
+                return self._refusal(request, failure, attempt)
             if self._breaker.failure():
                 raise self._declare_down(str(failure))
             failures += 1
@@ -315,13 +371,34 @@ class ChatClient:
             await asyncio.sleep(self._backoff(failures, failure.retry_after))
 
     @staticmethod
+    def _refusal(request: ChatRequest, failure: AttemptFailed, attempt: int) -> ChatOutcome:
+        kind = failure.refusal
+        if kind == "context_full":
+            return ChatOutcome(request.key, status="truncated", attempts=attempt,
+                               refusal=kind, finish_reason="length",
+                               error=context_cut_message(None, None, f"the server: {failure}"),
+                               litellm_version=LITELLM_VERSION)
+        if kind == "response_format" and formats.format_of(request) == "none":
+            kind = "invalid"
+        remedy = {"context": "the prompt does not fit the model's context: a larger context "
+                             "or another model, then --refresh",
+                  "response_format": "--judge-response-format json_object or none",
+                  "invalid": "change the request (another model or setting) or --refresh"}
+        return ChatOutcome(request.key, status="refused", attempts=attempt, refusal=kind,
+                           error=f"refused by the server: {failure} ({remedy[kind or 'invalid']})",
+                           litellm_version=LITELLM_VERSION)
+
+    @staticmethod
     def _outcome(request: ChatRequest, response: Any, latency: float,
                  attempt: int) -> ChatOutcome:
         choice = response.choices[0]
         message = choice.message
         usage = getattr(response, "usage", None)
         status, why = reply_status(message.content, choice.finish_reason,
-                                   getattr(message, "refusal", None))
+                                   getattr(message, "refusal", None),
+                                   max_tokens=dict(request.params).get("max_tokens"),
+                                   prompt_tokens=getattr(usage, "prompt_tokens", None),
+                                   completion_tokens=getattr(usage, "completion_tokens", None))
         return ChatOutcome(
             request.key, status=status, content=message.content, error=why,
             finish_reason=choice.finish_reason,

@@ -1,5 +1,11 @@
 """What a provider's failure means for the run: retry it, retry it after waiting as asked (rate
-limited), fail this one call, or stop the run (bad key, unknown model, exhausted quota).
+limited), take it as the server's refusal of the request (HTTP 400, 413, 422: a refused request is
+refused again, so it is an outcome, not a failure), or stop the run (bad key, unknown model,
+exhausted quota).
+
+Some refusals are recognised by their message whatever their status: a server that does not take
+the `response_format` sent (llama-cpp-python answers HTTP 500 to `json_schema`), and a reply that
+filled the model's context (llama.cpp's HTTP 500 "failed to find a memory slot").
 
 litellm turns every provider's errors into its own exception types, nests the provider's text
 inside several prefixes and wraps the transport's error (httpx, aiohttp, OSError) in a generic
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Literal
 
 import litellm
 
@@ -17,16 +24,33 @@ from ..common.errors import ProviderRejected
 from ..common.redaction import redact
 
 
+RefusalKind = Literal["invalid", "context", "response_format", "context_full"]
+"""invalid: the request as sent (HTTP 400, 413, 422); context: its prompt does not fit the model's
+context; response_format: the structured output asked for; context_full: the reply filled the
+context while being written (no reply came back)."""
+
+_FORMAT_REFUSED = re.compile(
+    r"response_format|json_schema|'text' or 'json_object'|structured output", re.IGNORECASE)
+_CONTEXT_EXCEEDED = re.compile(
+    r"context length|context_length|context window|maximum context|exceeds? (the )?context"
+    r"|too many tokens|prompt is too long|n_ctx", re.IGNORECASE)
+_CONTEXT_FULL = re.compile(r"failed to find a memory slot|kv cache is full|context shift is "
+                           r"disabled", re.IGNORECASE)
+
+
 class AttemptFailed(Exception):
     """One HTTP attempt failed; how the call should go on."""
 
     def __init__(self, message: str, *, retryable: bool, rate_limited: bool = False,
-                 timed_out: bool = False, retry_after: float | None = None):
+                 timed_out: bool = False, retry_after: float | None = None,
+                 refusal: RefusalKind | None = None):
         super().__init__(message)
         self.retryable = retryable
         self.rate_limited = rate_limited
         self.timed_out = timed_out
         self.retry_after = retry_after
+        self.refusal = refusal
+        """Why the server refused the request as sent, when it did: it would refuse it again."""
 
 
 def retry_after_of(exc: BaseException) -> float | None:
@@ -70,11 +94,24 @@ def connection_failure(exc: BaseException, endpoint: str | None) -> str | None:
     return None
 
 
+_PYDANTIC_ERROR = re.compile(r"'loc': \((?P<loc>[^)]*)\), 'msg': (?P<q>[\"'])(?P<msg>.*?)(?P=q)")
+_HEADER = re.compile(r"^\d+ validation errors?\b|:$|^(error|traceback)\b", re.IGNORECASE)
+
+
 def describe(exc: BaseException, status: int | None) -> str:
-    """A short message: litellm nests provider names and class names several times over."""
-    text = (str(exc).strip().splitlines() or [""])[0]
-    text = text.rsplit("Exception - ", 1)[-1]
+    """A short message: litellm nests provider names and class names several times over, and
+    some servers start theirs with a header ("1 validation error:"): the lines that say what is
+    wrong are kept, on one line."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
+    text = lines[0].rsplit("Exception - ", 1)[-1]
     text = re.sub(r"^(litellm\.)?\w+(Error|Timeout): ", "", text)
+    if _HEADER.search(text) or len(text) < 40:
+        text = " ".join([text, *lines[1:4]])
+    validation = _PYDANTIC_ERROR.search(text)
+    if validation:  # FastAPI's validation error as a dict: its location and what it says
+        where = ".".join(part.strip(" '\"") for part in validation["loc"].split(",")
+                         if part.strip(" '\"") not in ("", "body"))
+        text = f"{where}: {validation['msg']}"
     kind = type(exc).__name__
     return (f"HTTP {status} {kind}: {text}" if status else f"{kind}: {text}")[:300]
 
@@ -100,6 +137,19 @@ def classify(exc: BaseException, model: str, endpoint: str | None) -> AttemptFai
                              retry_after=retry_after_of(exc))
     if refused is None and isinstance(exc, (litellm.Timeout, asyncio.TimeoutError)):
         return AttemptFailed(message, retryable=False, timed_out=True)
+    if refused is None:
+        text = str(exc)
+        if _FORMAT_REFUSED.search(text) and (status is None or status in (400, 422, 500)):
+            return AttemptFailed(message, retryable=False, refusal="response_format")
+        if _CONTEXT_FULL.search(text):
+            return AttemptFailed(message, retryable=False, refusal="context_full")
+        if isinstance(exc, litellm.ContextWindowExceededError) \
+                or (status in (400, 413, 422) and _CONTEXT_EXCEEDED.search(text)):
+            return AttemptFailed(message, retryable=False, refusal="context")
+        if status in (400, 413, 422) or isinstance(
+                exc, (litellm.BadRequestError, litellm.UnprocessableEntityError)) \
+                and (status is None or status < 500):
+            return AttemptFailed(message, retryable=False, refusal="invalid")
     retryable_types = (litellm.InternalServerError, litellm.ServiceUnavailableError,
                        litellm.APIConnectionError, litellm.BadGatewayError, ConnectionError)
     retryable = refused is not None or isinstance(exc, retryable_types) \

@@ -10,6 +10,7 @@ before saying anything. These checks use only the command line and the environme
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable
 
 from ..common.errors import UserError
 from ..common.network import unreachable
@@ -17,8 +18,11 @@ from ..config.endpoints import provider_url
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE, CorpusSource, default_store
 
 
-def check_network(args: argparse.Namespace) -> None:
-    """A one-line UserError when something the command needs from the network is out of reach."""
+def check_network(args: argparse.Namespace,
+                  option_checks: Callable[[], Any] | None = None) -> None:
+    """A one-line UserError when something the command needs from the network is out of reach.
+    `option_checks` is called before saying that the judge's host is out of reach: an option
+    error (a judge the suite does not take) is the one to report."""
     from ..cache.artifacts import ArtifactStore
     from ..suites.sources import fetch_upstream_judge_prompt, locate_corpus
 
@@ -37,5 +41,7 @@ def check_network(args: argparse.Namespace) -> None:
         url = provider_url(model)
         problem = unreachable(url) if url else None
         if problem:
+            if prefix == "judge" and option_checks is not None:
+                option_checks()
             label = "model under test" if prefix == "eval" else "judge"
             raise UserError(f"{label} {model}: cannot reach {url} (no network? {problem})")

@@ -21,7 +21,7 @@ import polars as pl
 from ..cache.artifacts import Artifact, ArtifactStore
 from ..cache.calls import open_call_store
 from ..common.errors import UserError
-from ..config.endpoints import endpoint_url, get_request
+from ..config.endpoints import endpoint_url, models_listing
 from ..config.effective import wire_params
 from ..providers.chat import ChatOutcome, ChatRequest, api_key_for
 from ..providers.llm import estimated_cost
@@ -31,13 +31,36 @@ from ..suites.base import Prompts, Step, Suite
 T = TypeVar("T")
 
 
+def check_vision(role: ModelRole) -> None:
+    """A suite that sends images runs only on a model known to take them: declared by the user
+    (--eval-vision, a sweep entry's vision = true) or so marked in litellm's model map. A model
+    on the user's own endpoint is unknown to the map: a text-only server (llama-cpp-python's)
+    would take the image parts and paste them into the prompt as text, and be scored on pictures
+    it never saw."""
+    if role.vision:
+        return
+    import litellm
+
+    try:
+        info = litellm.get_model_info(role.model)
+    except Exception:  # litellm raises assorted types for models its map does not know
+        raise UserError(
+            f"model under test {role.model}: this suite shows images, and nothing says the "
+            "model takes them (litellm's model map does not know it): pass --eval-vision (a "
+            "sweep entry: vision = true) if it does") from None
+    if not info.get("supports_vision"):
+        raise UserError(f"model under test {role.model} does not take images, as litellm's "
+                        "model map says; this suite shows images: choose a vision model (or "
+                        "--eval-vision if the map is wrong)")
+
+
 def check_access(role: ModelRole, label: str) -> None:
     """A key exists for the provider, or the endpoint answers; else one clear UserError."""
     if role.api_base:
-        request = get_request(endpoint_url(role.api_base, "/models"), api_key_for(role))
         try:
-            with urllib.request.urlopen(request, timeout=10):
-                pass
+            models_listing(endpoint_url(role.api_base, "/models"), api_key_for(role))
+        except ValueError:
+            pass  # it answered, with something else than a listing
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 raise UserError(f"{label} endpoint {role.endpoint} rejected the API key "
@@ -73,12 +96,17 @@ def _require_provider_key(role: ModelRole, label: str) -> None:
                         f"(or --{'eval' if label.startswith('model') else 'judge'}-api-key-env)")
 
 
-def role_lines(label: str, role: ModelRole) -> list[str]:
+def role_lines(label: str, role: ModelRole, response_format: str | None = None) -> list[str]:
     """What a role sends on the wire after litellm's mapping, and how that departs from the
-    protocol. Refused parameters are a one-line UserError here, before any call."""
+    protocol. Refused parameters are a one-line UserError here, before any call.
+    `response_format`: the structured output the judge asks for, where it asks for one."""
     params = dict(ChatRequest.build(role, []).params)
     wire = " ".join(f"{name}={value}" for name, value in sorted(wire_params(
         role.model, params).items()) if name != "safety_settings")
+    if response_format is not None:
+        wire += f" response_format={response_format}" + (
+            " (json_object, then none, where the server refuses it)"
+            if response_format == "json_schema" else "")
     if role.generation.gemini_safety_off:
         wire += " safety_settings=BLOCK_NONE x4"
     lines = [f"  {label + ' sends:':<18}{wire or '(no generation parameters)'}"]
@@ -116,14 +144,16 @@ class Plan:
         return (f"{label}~{prompt_tokens:,} prompt tokens to send, replies up to {most:,} tokens; "
                 f"estimated cost {cost}")
 
-    def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool) -> list[str]:
+    def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool,
+              judge_response_format: str | None = None) -> list[str]:
         out = [f"corpus      {settings.corpus.describe()} (revision {corpus_revision[:19]})",
                f"plan        {self.summary}"
                + (f", {settings.samples} samples each" if settings.samples > 1 else "")]
         for label, role, used in (("generation", settings.model_under_test, regenerate),
                                   ("judging", settings.judge, True)):
             if used and role is not None:
-                out.extend(role_lines(label, role))
+                out.extend(role_lines(label, role, judge_response_format
+                                      if label == "judging" else None))
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:
@@ -313,8 +343,17 @@ def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
             errors = frame.filter(pl.col("status").is_in(list(suite.error_statuses))).height \
                 if "status" in frame.columns else 0
             state = "complete" if found.complete else "incomplete (a run will retry failures)"
+            counted = f"{errors} failed"
+            if stage == names.judgments and "status" in frame.columns:
+                # Counted as the run's closing summary counts them (Suite.coverage).
+                scored, total, lost = suite.coverage(frame)
+                failed = {kind: n for kind, n in lost.items() if n and kind != "refused"}
+                kinds = ", ".join(f"{n} {kind}" for kind, n in failed.items())
+                counted = (f"{scored} of {total} scored, {sum(failed.values())} failed"
+                           + (f" ({kinds})" if kinds else "")
+                           + (f", {lost['refused']} refused" if lost.get("refused") else ""))
             lines.append(f"{stage:<13} {spec.key[:12]}  stored, {frame.height} rows, "
-                         f"{errors} failed, {state}")
+                         f"{counted}, {state}")
         if stage == names.responses:
             spec = judgments_spec(suite, settings, spec.key, judge_prompts)
         elif stage == names.judgments:

@@ -43,24 +43,47 @@ class Progress:
             self._last_time, self._last_done = now, self.done
 
 
+REFUSED = "refused"
+"""The kind of lost coverage a re-run cannot win back: requests the server refused as sent."""
+
+
 def coverage_problem(suite: Suite, coverage: tuple[int, int, dict[str, int]],
                      min_coverage: float | None) -> str | None:
-    """Why a run's coverage (`Suite.coverage`) is too low to call it a success, or None. With
-    `min_coverage`, the share of samples scored must reach it; without, no sample may be lost
-    to a failed call (replies that are not answers are the model's answers, not failures)."""
+    """Why a run's coverage (`Suite.coverage`) is too low to call it a success, or None. Nothing
+    scored is always too low. With `min_coverage`, the share of samples scored must reach it;
+    without, no sample may be lost to a failed or refused call (replies that are not answers
+    are the model's answers, not failures). The message says what a re-run changes."""
     scored, total, lost_by_kind = coverage
     if not total:
         return None
+    retryable = {kind: count for kind, count in lost_by_kind.items()
+                 if count and kind != REFUSED}
+    refused = lost_by_kind.get(REFUSED, 0)
+    why = []
+    if retryable:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in retryable.items())
+        why.append(f"{sum(retryable.values())} because calls failed ({kinds}): a re-run "
+                   "retries only those")
+    if refused:
+        why.append(f"{refused} refused by the server (too long for its context, or a "
+                   "parameter it does not take; the rows say which): a re-run will not ask "
+                   "them again; a larger context, another model or --judge-response-format, "
+                   "then --refresh, can")
+    reasons = "; ".join(why)
+    if scored == 0:
+        rest = reasons or ("every reply was not an answer (empty, cut off or blocked: the "
+                           "rows say which): a re-run will not change that")
+        return f"nothing scored: 0 of {total} {suite.sample_noun}: {rest}"
     if min_coverage is not None:
         if scored / total < min_coverage:
             return (f"coverage {scored}/{total} {suite.sample_noun} scored ({scored / total:.1%}) "
-                    f"is below --min-coverage {min_coverage:.1%}")
+                    f"is below --min-coverage {min_coverage:.1%}"
+                    + (f" ({reasons})" if reasons else ""))
         return None
-    lost = sum(lost_by_kind.values())
-    if lost:
-        kinds = ", ".join(f"{count} {kind}" for kind, count in lost_by_kind.items())
-        return (f"{lost} of {total} {suite.sample_noun} not scored because calls failed "
-                f"({kinds}): re-run to retry them, or accept with --min-coverage")
+    if why:
+        lost = sum(retryable.values()) + refused
+        return (f"{lost} of {total} {suite.sample_noun} not scored: {reasons}; or accept "
+                "with --min-coverage")
     return None
 
 

@@ -95,6 +95,10 @@ class SweepModel(BaseModel):
                               description="Requests per minute to this model, shared likewise.")
     tpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
                               description="Tokens per minute to this model, shared likewise.")
+    vision: bool | None = Field(
+        default=None, description="Models under test: true declares that the model takes "
+                                  "images (a model on your own endpoint that litellm's map does "
+                                  "not know); a suite that sends images refuses it otherwise.")
     work_queue: str | None = Field(
         default=None, description="Models, with `deployment` only: the work queue of the pool "
                                   "its evaluations wait in (e.g. one served by its GPU node's "
@@ -122,7 +126,8 @@ class SweepModel(BaseModel):
         generation, deviations = role_generation(kind, self.model, explicit, suite, options)
         return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                          generation=generation, deviations=deviations, revision=self.revision,
-                         limits=Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
+                         limits=Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm),
+                         vision=self.vision if kind == "model_under_test" else None)
 
 
 class SweepConfig(BaseModel):

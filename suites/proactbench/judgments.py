@@ -127,6 +127,9 @@ def judgment_row(response: dict[str, Any], outcome: ChatOutcome | None, role: Mo
                   served_model=outcome.served_model,
                   system_fingerprint=outcome.system_fingerprint,
                   litellm_version=outcome.litellm_version)
+    if outcome.final:
+        return _row(response, role, prompt, status="refused",
+                    message=f"judge: {outcome.error}", **common)
     if not outcome.ok:
         return _row(response, role, prompt, status="judge_error", message=outcome.error,
                     **common)

@@ -9,7 +9,7 @@ from .corpus import PHASES
 from .tables import PhaseScoreRow
 
 STAGE = "phase_scores"
-VERSION = 3
+VERSION = 4
 
 OVERALL = "OVERALL"
 
@@ -29,6 +29,7 @@ def _counts(grouped: pl.DataFrame | pl.LazyFrame, keys: list[str]) -> pl.LazyFra
             (status == "empty_response").sum().alias("empty_responses"),
             (status == "truncated_response").sum().alias("truncated_responses"),
             (status == "blocked_response").sum().alias("blocked_responses"),
+            (status == "refused").sum().alias("refused"),
         )
     )
 

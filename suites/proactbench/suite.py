@@ -96,7 +96,8 @@ class ProactBench(Suite):
         return [("phase", lambda row: row["phase"]), ("triggers", count("triggers")),
                 ("evaluated", count("evaluated")), ("pass", count("pass")),
                 ("partial", count("partial")), ("fail", count("fail")),
-                ("not evaluated", count("not_evaluated")), ("pass %", rate("pass_rate")),
+                ("not evaluated", count("not_evaluated")), ("refused", count("refused")),
+                ("pass %", rate("pass_rate")),
                 ("partial %", rate("partial_rate")), ("weighted %", rate("weighted_score"))]
 
     def judge_prompts(self, settings: RunSettings, store: ArtifactStore) -> Prompts:
@@ -133,7 +134,8 @@ class ProactBench(Suite):
         status = judgments_frame["status"]
         return int((status == "scored").sum()), judgments_frame.height, {
             "generation": int((status == "generation_error").sum()),
-            "judge": int((status == "judge_error").sum())}
+            "judge": int((status == "judge_error").sum()),
+            "refused": int((status == "refused").sum())}
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses_frame: pl.DataFrame,
                       judgments_frame: pl.DataFrame, scores: pl.DataFrame,

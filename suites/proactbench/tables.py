@@ -45,13 +45,17 @@ class TriggerRow(BaseModel):
     unevaluable_reason: str | None = Field(description="Why the trigger cannot be evaluated.")
 
 
-ResponseStatus = Literal["ok", "error", "unevaluable", "empty", "truncated", "blocked"]
+ResponseStatus = Literal["ok", "error", "unevaluable", "empty", "truncated", "blocked",
+                         "refused"]
 """ok: an answer. error: the call failed after retries. unevaluable: no user message at the trigger
 turn. empty, truncated, blocked: the provider answered but not with an answer (no content; cut at
-max_tokens; stopped by a content filter or refused): such a reply is never judged."""
+max_tokens or by the model's context; stopped by a content filter or refused): such a reply is
+never judged. refused: the server refused the request as sent (e.g. longer than its context):
+never judged, never asked again unless --refresh."""
 
 NON_ANSWER_STATUSES: dict[str, str] = {
-    "empty": "empty_response", "truncated": "truncated_response", "blocked": "blocked_response"}
+    "empty": "empty_response", "truncated": "truncated_response", "blocked": "blocked_response",
+    "refused": "refused"}
 """Response status of a reply that is not an answer -> the judgment status it carries."""
 
 
@@ -65,8 +69,10 @@ class ResponseRow(BaseModel):
     model: str = Field(description="Model under test.")
     status: ResponseStatus = Field(
         description="ok; error (the call failed after retries); unevaluable (no user message); "
-                    "empty (no content), truncated (finish_reason length), blocked "
-                    "(content filter or refusal): not answers, never judged.")
+                    "empty (no content), truncated (finish_reason length: the message says "
+                    "whether max_tokens or the model's context cut it), blocked (content filter "
+                    "or refusal): not answers, never judged; refused (the server refused the "
+                    "request as sent).")
     message: str | None = Field(description="Error message or unevaluable reason.")
     response: str | None = Field(description="The regenerated assistant reply.")
     finish_reason: str | None = Field(description="Provider finish reason, e.g. stop, length.")
@@ -84,7 +90,7 @@ class ResponseRow(BaseModel):
 
 
 JudgmentStatus = Literal["scored", "skipped", "judge_error", "generation_error", "unevaluable",
-                         "empty_response", "truncated_response", "blocked_response"]
+                         "empty_response", "truncated_response", "blocked_response", "refused"]
 
 
 class JudgmentRow(BaseModel):
@@ -99,7 +105,9 @@ class JudgmentRow(BaseModel):
     status: JudgmentStatus = Field(
         description="scored; skipped (judge declined); judge_error; generation_error; "
                     "unevaluable; empty_response, truncated_response, blocked_response (the "
-                    "model's reply was not an answer). Only scored rows count in rates.")
+                    "model's reply was not an answer); refused (the server refused the model's "
+                    "or the judge's request as sent: not retried by a re-run). Only scored rows "
+                    "count in rates.")
     score: Score | None = Field(description="PASS, PARTIAL or FAIL when scored.")
     rationale: str | None = Field(description="The judge's rationale.")
     evidence: str | None = Field(description="The quote the judge gave as evidence.")
@@ -135,8 +143,8 @@ class PhaseScoreRow(BaseModel):
     partial: int = Field(description="Triggers scored PARTIAL.")
     fail: int = Field(description="Triggers scored FAIL.")
     not_evaluated: int = Field(
-        description="triggers - evaluated: skipped, unevaluable, generation_errors, judge_errors "
-                    "and the three *_responses columns.")
+        description="triggers - evaluated: skipped, unevaluable, generation_errors, judge_errors, "
+                    "refused and the three *_responses columns.")
     skipped: int = Field(description="The judge answered SKIPPED.")
     unevaluable: int = Field(description="The trigger turn has no user message.")
     generation_errors: int = Field(description="The model under test's call failed.")
@@ -146,6 +154,10 @@ class PhaseScoreRow(BaseModel):
     weighted_score: float | None = Field(description="(pass + 0.5 partial) / evaluated.")
     empty_responses: int = Field(default=0, description="The model's reply had no content.")
     truncated_responses: int = Field(
-        default=0, description="The model's reply was cut at max_tokens (finish_reason length).")
+        default=0, description="The model's reply was cut at max_tokens or by the model's "
+                               "context (finish_reason length; the row's message says which).")
     blocked_responses: int = Field(
         default=0, description="The model's reply was stopped by a content filter or refused.")
+    refused: int = Field(
+        default=0, description="The server refused the model's or the judge's request as sent "
+                               "(too long for its context, a parameter it does not take).")

@@ -23,7 +23,7 @@ from .metrics import Counts, split_metrics
 from .tables import SplitScoreRow
 
 FAILED_EVENT_STATUSES = ("generation_error", "invalid_reply", "empty_response",
-                         "truncated_response", "blocked_response")
+                         "truncated_response", "blocked_response", "refused")
 """Verdict statuses of an event whose every attempt failed (upstream keeps the test file's
 `candidate_task` object as its prediction and judges it: see the upstream view)."""
 
@@ -94,6 +94,7 @@ def score_splits(judgments: pl.DataFrame) -> pl.DataFrame:
             judge_errors=int((status == "judge_error").sum()),
             non_answers=int(status.is_in(["empty_response", "truncated_response",
                                           "blocked_response"]).sum()),
+            refused=int((status == "refused").sum()),
             f1_ci_low=f1_low, f1_ci_high=f1_high, accuracy_ci_low=accuracy_low,
             accuracy_ci_high=accuracy_high).model_dump(by_alias=True))
     return frame_of(pa.Table.from_pylist(rows, schema=arrow_schema(SplitScoreRow)))

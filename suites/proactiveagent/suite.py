@@ -39,7 +39,7 @@ from .tables import (AgentResponseRow, AgentStatus, EventRow, SplitScoreRow, Ver
 _CARRIED: dict[str, VerdictStatus] = {
     "invalid_reply": "invalid_reply", "empty": "empty_response",
     "truncated": "truncated_response", "blocked": "blocked_response",
-    "not_imported": "not_imported"}
+    "not_imported": "not_imported", "refused": "refused"}
 """Response status of a reply that is not judged -> the verdict status it carries."""
 
 
@@ -59,7 +59,7 @@ class ProactiveAgent(Suite):
     stages = StageNames(samples="proactiveagent_events", responses="proactiveagent_responses",
                         judgments="proactiveagent_verdicts", scores="proactiveagent_metrics",
                         versions={"proactiveagent_responses": 2, "proactiveagent_verdicts": 2,
-                                  "proactiveagent_metrics": 3})
+                                  "proactiveagent_metrics": 4})
     tables = Tables(samples=EventRow, responses=AgentResponseRow, judgments=VerdictRow,
                     scores=SplitScoreRow)
     error_statuses = ("error", "invalid_reply", "generation_error", "judge_error")
@@ -281,6 +281,8 @@ class ProactiveAgent(Suite):
                 f"{protocol.FAILED_EVENT_PROPOSAL}\" ({outcome.error})"
             return VerdictRow(**{**common, "accepted": verdict[0], "thought": verdict[1]},
                               status=carried, message=f"{response['message']}{note}")
+        if outcome.final:
+            return VerdictRow(**common, status="refused", message=f"judge: {outcome.error}")
         if not outcome.ok:
             return VerdictRow(**common, status="judge_error", message=outcome.error)
         accepted, thought = outcome.parsed
@@ -297,17 +299,20 @@ class ProactiveAgent(Suite):
         return int((status == "scored").sum()), judgments.height, {
             kind: int((status == name).sum()) for kind, name in (
                 ("generation", "generation_error"), ("invalid reply", "invalid_reply"),
-                ("judge", "judge_error"), ("not imported", "not_imported"))}
+                ("judge", "judge_error"), ("not imported", "not_imported"),
+                ("refused", "refused"))}
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def rate(name: str) -> Callable[[dict[str, Any]], str]:
-            return lambda row: percent(row[name])
+            # Nothing scored: no rate, not 0.0 (ProactBench prints "-" likewise).
+            return lambda row: percent(row[name]) if row["scored"] else "-"
 
         return [("split", lambda row: row["split"]), ("events", lambda r: str(r["events"])),
                 ("scored", lambda r: str(r["scored"])), ("recall %", rate("recall")),
                 ("precision %", rate("precision")), ("accuracy %", rate("accuracy")),
                 ("false alarm %", rate("false_alarm")), ("F1 %", rate("f1")),
-                ("F1 95 % CI", lambda r: f"{percent(r['f1_ci_low'])}-{percent(r['f1_ci_high'])}")]
+                ("F1 95 % CI", lambda r: f"{percent(r['f1_ci_low'])}-{percent(r['f1_ci_high'])}"
+                 if r["scored"] else "-"), ("refused", lambda r: str(r.get("refused", 0)))]
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:

@@ -33,7 +33,7 @@ class EventRow(BaseModel):
 
 
 AgentStatus = Literal["ok", "error", "invalid_reply", "empty", "truncated", "blocked",
-                      "not_imported"]
+                      "not_imported", "refused"]
 
 
 class AgentResponseRow(BaseModel):
@@ -81,7 +81,7 @@ class AgentResponseRow(BaseModel):
 
 VerdictStatus = Literal["scored", "judge_error", "generation_error", "invalid_reply",
                         "empty_response", "truncated_response", "blocked_response",
-                        "not_imported"]
+                        "not_imported", "refused"]
 
 
 class VerdictRow(BaseModel):
@@ -162,6 +162,10 @@ class SplitScoreRow(BaseModel):
     not_imported: int = Field(
         default=0, description="An imported model's events that its published traces lack "
                                "(newer than them): never judged, in no other count.")
+    refused: int = Field(
+        default=0, description="The server refused the agent's or the judge's request as sent "
+                               "(too long for its context, a parameter it does not take): not "
+                               "asked again by a re-run unless --refresh.")
     f1_ci_low: float | None = Field(
         description="2.5th percentile of F1 over 1,000 resamplings of the split's traces (seed "
                     "0): events of one trace are not independent.")

@@ -5,6 +5,7 @@ dataset, beside the images. Samples are selected as the package's loader selects
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from ...common.errors import CorpusError, UserError
 from .datasets import Dataset
 from .environment import start, view
+from .rules import ROD_CORRUPT
 from .sample import Crop, EnvironmentCrash, Sample
 
 COMMON = ("id", "image_template", "first_image", "num_images", "reference_image", "prompt",
@@ -148,6 +150,29 @@ def read_corpus(folder: Path | str, datasets: tuple[Dataset, ...],
                 ) -> dict[str, list[Sample]]:
     """The selected samples per short dataset name."""
     return {d.short: read_dataset(folder, d, keep_ids) for d in datasets}
+
+
+def check_every_image(folder: Path | str, samples: list[Sample]) -> None:
+    """Every image a step of these samples can show decodes, before any call is paid for: each
+    file its template can name (the template's fields as wildcards: a superset of the views an
+    episode reaches, whatever the replies). A truncated or corrupt file is a one-line error
+    naming it, instead of a run that dies midway or a model scored on half a picture."""
+    from PIL import Image
+
+    paths: set[Path] = set()
+    for sample in samples:
+        pattern = re.sub(r"\{[^}]*\}", "*", sample.image_template)
+        paths.update(Path(folder).glob(pattern))
+    for path in sorted(paths):
+        if ROD_CORRUPT in str(path):
+            continue  # the frame upstream knows to be corrupt: the environment never shows it
+        try:
+            with Image.open(path) as image:
+                image.load()
+        except (OSError, ValueError, SyntaxError) as exc:
+            raise UserError(f"cannot decode the image {path} ({exc}): every image a run can "
+                            "show is checked before the first call; replace or remove it") \
+                from None
 
 
 def check_first_images(folder: Path | str, samples: list[Sample]) -> None:

@@ -122,6 +122,14 @@ def parse_verdicts(answers: str, judge_output: str, threshold: int) -> Verdict:
     return Verdict("ok", "", ps, cp, int(ps or cp))
 
 
+def check_verdicts(answers: str, threshold: int, judge_reply: str) -> None:
+    """ValueError when the judge's reply holds no 0/1 list of the right length for these
+    answers: the judge is asked again, as its attempts allow, within the run."""
+    verdict = parse_verdicts(answers, visible_output(judge_reply), threshold)
+    if verdict.status != "ok":
+        raise ValueError(verdict.detail)
+
+
 def upstream_verdict(answers: str, judge_output: str, threshold: int) -> tuple[int, int, int]:
     """The package's own figure for the same reply: all zeros where proactflow sees an error."""
     verdict = parse_verdicts(answers, judge_output, threshold)

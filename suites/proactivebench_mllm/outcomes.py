@@ -16,7 +16,8 @@ from .datasets import DATASETS
 from .tables import DatasetScoreRow, OutcomeRow, OutcomeStatus
 
 _CARRIED: dict[str, OutcomeStatus] = {"ok": "scored", "image_error": "image_error",
-                                      "environment_crash": "environment_crash"}
+                                      "environment_crash": "environment_crash",
+                                      "refused": "refused"}
 """A step's status -> its outcome's (every failed call: generation_error)."""
 _VARIANT = ("model", "judge", "mode", "hint", "reference")
 
@@ -37,7 +38,12 @@ def judgment_row(sample: dict[str, Any], response: dict[str, Any],
         return OutcomeRow(**row)
     row.update(prompt_tokens=outcome.prompt_tokens,
                completion_tokens=outcome.completion_tokens)
+    if outcome.final:
+        return OutcomeRow(**{**row, "status": "refused", "message": f"judge: {outcome.error}"})
     if not outcome.ok:
+        if (outcome.error or "").startswith("invalid judge reply"):
+            # Every try gave no usable list: the package reads such a reply as all zeros.
+            row.update(upstream_ps=0, upstream_cp=0, upstream_agg=0)
         return OutcomeRow(**{**row, "status": "judge_error", "message": outcome.error})
     visible = oeg.visible_output(outcome.content or "")
     threshold = sample["prediction_thr"]
@@ -75,7 +81,7 @@ def _dataset_row(variant: tuple[Any, ...], dataset: str,
         upstream_agg=None if mcqa else _mean([r["upstream_agg"] for r in upstream], 100),
         generation_errors=status.count("generation_error"),
         judge_errors=status.count("judge_error"), image_errors=status.count("image_error"),
-        environment_crashes=status.count("environment_crash"))
+        environment_crashes=status.count("environment_crash"), refused=status.count("refused"))
 
 
 def scores(judgments: pl.DataFrame) -> pl.DataFrame:

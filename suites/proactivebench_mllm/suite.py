@@ -10,13 +10,14 @@ judged by an LLM against the package's acceptable answers.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
-from ...providers.chat import ChatOutcome, ChatRequest
+from ...providers.chat import ChatOutcome, ChatRequest, RetryPlan
 from ...common.errors import UserError
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
@@ -24,7 +25,7 @@ from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from ..declarations import SampleView, ViewSpec
 from . import oeg, upstream
-from .corpus import check_first_images, read_corpus
+from .corpus import check_every_image, check_first_images, read_corpus
 from .datasets import DATASETS, Dataset, parse_datasets
 from .episode import replayed, sample_json, sample_of, shown, step_record
 from .outcomes import judgment_row, scores
@@ -51,9 +52,11 @@ class ProactiveBenchMllm(Suite):
     sample_key = ("dataset", "sample_id")
     step_column = "step"
     stages = StageNames(samples="mllm_entries", responses="mllm_steps",
-                        judgments="mllm_outcomes", scores="mllm_scores")
+                        judgments="mllm_outcomes", scores="mllm_scores",
+                        versions={"mllm_scores": 2})
     tables = Tables(samples=EntryRow, responses=StepRow, judgments=OutcomeRow,
                     scores=DatasetScoreRow)
+    sends_images = True
     needs_judge = False  # MCQA is scored by the package's rules; --mode oeg asks for a judge
     option_names = ("datasets", "mode", "hint", "reference", "package")
     error_statuses = (*CALL_FAILURES, "generation_error", "judge_error")
@@ -160,6 +163,7 @@ class ProactiveBenchMllm(Suite):
                 samples = oeg.select_oeg_samples(samples)
             samples = samples[:settings.corpus.limit] if settings.corpus.limit else samples
             check_first_images(folder, samples)
+            check_every_image(folder, samples)
             seen: set[int] = set()
             for sample in samples:
                 if sample.sample_id in seen:
@@ -265,11 +269,14 @@ class ProactiveBenchMllm(Suite):
         messages = oeg.judge_messages(pinned, response["prompt"], sample["oeg_answers"],
                                       response["response"])
         return ChatRequest.build(role, [(m["role"], m["content"]) for m in messages],
-                                 sample_index=response["sample_index"])
+                                 sample_index=response["sample_index"],
+                                 retry=RetryPlan(check=partial(
+                                     oeg.check_verdicts, sample["oeg_answers"],
+                                     sample["prediction_thr"])))
 
     def accept_judge_reply(self, text: str) -> str:
-        # Read in judgment_row against the sample's answers: a list of the wrong length is a
-        # judge_error row there, kept (the judge is not asked again for the same reply).
+        # Read in judgment_row against the sample's answers; the request's check has asked the
+        # judge again (its attempts) while its list was missing or of the wrong length.
         return text
 
     def judgment_row(self, sample: dict[str, Any], response: dict[str, Any],
@@ -285,7 +292,7 @@ class ProactiveBenchMllm(Suite):
         return int(final.is_in(["scored", "image_error"]).sum()), final.len(), {
             kind: int((final == status).sum()) for kind, status in (
                 ("generation", "generation_error"), ("judge", "judge_error"),
-                ("environment crash", "environment_crash"))}
+                ("environment crash", "environment_crash"), ("refused", "refused"))}
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def number(name: str) -> Callable[[dict[str, Any]], str]:

@@ -11,9 +11,11 @@ from pydantic import BaseModel, Field
 
 Mode = Literal["mcqa", "oeg"]
 StepStatus = Literal["ok", "error", "empty", "truncated", "blocked", "image_error",
-                     "environment_crash"]
+                     "environment_crash", "refused"]
 OutcomeStatus = Literal["scored", "generation_error", "judge_error", "image_error",
-                        "environment_crash"]
+                        "environment_crash", "refused"]
+"""refused (steps and outcomes): the server refused the request as sent (too long for its
+context, a parameter it does not take): never scored, not asked again by a re-run."""
 
 
 class EntryRow(BaseModel):
@@ -143,3 +145,5 @@ class DatasetScoreRow(BaseModel):
                                           "not correct, as upstream).")
     environment_crashes: int = Field(description="Samples the package itself cannot run (not "
                                                  "scored).")
+    refused: int = Field(default=0, description="Samples whose episode stopped on a request "
+                                                "the server refused as sent (not retried).")

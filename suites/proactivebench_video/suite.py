@@ -73,6 +73,8 @@ class ProactiveBenchVideo(Suite):
                         judgments="video_turns", scores="video_pauc")
     tables = Tables(samples=VideoSampleRow, responses=StepRow, judgments=TurnRow,
                     scores=PartScoreRow)
+    sends_images = True
+    option_names = ("skip_undecodable",)
     main_output = "metrics.csv"
 
     def __init__(self, streaming: StreamingSettings | None = None) -> None:
@@ -146,23 +148,33 @@ class ProactiveBenchVideo(Suite):
             raise UserError(f"no samples to evaluate in {source.description}")
         context = self._frame_contexts.get(source.revision)
         if context is not None:
-            self._decode_ahead(rows, context)
+            undecodable = self._decode_ahead(rows, context)
+            if undecodable and not settings.suite_options.get("skip_undecodable"):
+                raise UserError(
+                    f"{undecodable[0]}" + (f" (and {len(undecodable) - 1} other videos)"
+                                           if len(undecodable) > 1 else "")
+                    + ": every video is decoded before the first call; replace or remove it, "
+                      "or run the rest with --skip-undecodable-videos")
         return to_frame(rows, VideoSampleRow)
 
-    def _decode_ahead(self, rows: list[VideoSampleRow], context: FrameContext) -> None:
+    def _decode_ahead(self, rows: list[VideoSampleRow], context: FrameContext) -> list[str]:
         """Every video's frames decoded and stored now, with the samples and before any call,
         on threads (FFmpeg decodes outside the GIL): left to the responses stage, a video's first
-        step would decode it on the event loop, holding every call in flight for seconds. A
-        video that cannot be decoded is left to its step row to report."""
+        step would decode it on the event loop, holding every call in flight for seconds. The
+        videos that cannot be decoded, each said in one line naming its file (with
+        --skip-undecodable-videos their step rows report them)."""
         videos = {row.video_sha256: row.model_dump() for row in rows}
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            list(pool.map(lambda row: self._frames_or_none(row, context), videos.values()))
+            problems = list(pool.map(lambda row: self._frames_or_none(row, context),
+                                     videos.values()))
+        return sorted(problem for problem in problems if problem is not None)
 
-    def _frames_or_none(self, row: dict[str, Any], context: FrameContext) -> None:
+    def _frames_or_none(self, row: dict[str, Any], context: FrameContext) -> str | None:
         try:
             self.frame_sets.get(row, context, self.streaming)
-        except VideoDecodeError:
-            pass
+        except VideoDecodeError as exc:
+            return str(exc)
+        return None
 
     def plan_summary(self, samples: pl.DataFrame) -> str:
         """Samples, gold turns, steps (calls per rollout), frames sampled, images sent."""

@@ -33,7 +33,9 @@ class VideoSampleRow(BaseModel):
     extras_json: str = Field(description="anno.json's other keys of the sample, as JSON text.")
 
 
-StepStatus = Literal["ok", "error", "empty", "truncated", "blocked"]
+StepStatus = Literal["ok", "error", "empty", "truncated", "blocked", "refused"]
+"""refused: the server refused the step's request as sent (e.g. too long for its context): a
+step without an answer, like empty, truncated and blocked; not asked again by a re-run."""
 
 
 class StepRow(BaseModel):
