@@ -262,3 +262,20 @@ def test_dry_run_prints_the_plan_with_token_and_cost_estimates(fake, store, caps
     capsys.readouterr()
     assert run_cli("run", args) == 0
     assert "6 cached, 0 to make" in capsys.readouterr().out
+
+
+def test_the_plan_warns_of_prompts_above_a_listed_context(fake, store, capsys):
+    """An endpoint that names its context length in /models (vLLM's max_model_len): prompts
+    estimated above it are said in the plan, before any call; a context they fit says nothing."""
+    fake.model_details["gen"] = {"max_model_len": 10}
+    args = cli_args(fake, store, extra=("--limit", "2", "--dry-run"))
+    assert run_cli("run", args) == 0
+    printed = capsys.readouterr().out
+    warning = next(line for line in printed.splitlines() if "warning:" in line)
+    assert "6 of 6 generation prompts to send are estimated above openai/gen's context of 10 " \
+        "tokens (its endpoint's /models)" in warning
+    assert "judge prompts" not in printed  # the judge's entry names no context length
+    assert sum(fake.calls.values()) == 0
+    fake.model_details["gen"] = {"max_model_len": 1_000_000}
+    assert run_cli("run", args) == 0
+    assert "warning:" not in capsys.readouterr().out

@@ -27,6 +27,7 @@ from ..providers.chat import ChatOutcome, ChatRequest, api_key_for
 from ..providers.llm import estimated_cost
 from ..config.settings import UNSENT_MAX_TOKENS_ESTIMATE, ModelRole, RunSettings
 from ..suites.base import Prompts, Step, Suite
+from .context_fit import fit_warning
 
 T = TypeVar("T")
 
@@ -134,6 +135,10 @@ class Plan:
     generation_at_most: int = 0
     """Interactive suites: generation calls their environments may still ask for after an
     episode's first step to make (an upper bound: each environment decides as it goes)."""
+    generation_prompt_sizes: list[int] = field(default_factory=list)
+    """Estimated prompt tokens of each generation call still to make (context_fit.py)."""
+    judge_prompt_sizes: list[int] = field(default_factory=list)
+    """Estimated prompt tokens of each judge call still to make."""
 
     def _estimate(self, label: str, role, calls: int, prompt_tokens: int) -> str:
         most = calls * (role.generation.max_tokens or UNSENT_MAX_TOKENS_ESTIMATE)
@@ -174,6 +179,12 @@ class Plan:
         if judge_to_make and settings.judge is not None:
             out.append(self._estimate("  judging:    ", settings.judge, judge_to_make,
                                       self.judge_prompt_tokens))
+        for label, role, sizes in (("generation", settings.model_under_test,
+                                    self.generation_prompt_sizes if regenerate else []),
+                                   ("judge", settings.judge, self.judge_prompt_sizes)):
+            warning = fit_warning(label, role, sizes) if role is not None else None
+            if warning:
+                out.append(warning)
         return out
 
 
@@ -289,6 +300,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                     else:
                         walk.known = False
                         plan.generation_prompt_tokens += prompt_tokens
+                        plan.generation_prompt_sizes.append(prompt_tokens)
                         if limit > 1 and not suite.steps_known:
                             # An environment's path past an unanswered step is unknown: count
                             # the steps it may still take, at this step's size, and move on.
@@ -321,6 +333,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
             plan.judge_cached += 1
         else:
             plan.judge_prompt_tokens += request.estimated_prompt_tokens
+            plan.judge_prompt_sizes.append(request.estimated_prompt_tokens)
     return plan
 
 
