@@ -94,6 +94,26 @@ def connection_failure(exc: BaseException, endpoint: str | None) -> str | None:
     return None
 
 
+_HTTP_CLIENTS = ("/aiohttp/", "/httpx/", "/httpcore/", "/h11/")
+
+
+def client_side_failure(exc: BaseException) -> str | None:
+    """What the HTTP client itself refused to send, when it did: a ValueError or TypeError
+    raised inside the client library (aiohttp, httpx) while it built the request, such as a URL
+    it cannot take. litellm reports it as an HTTP 500, but no server ever saw the request and
+    asking again fails the same way."""
+    for link in _chain(exc):
+        if type(link) not in (ValueError, TypeError):  # not JSONDecodeError, UnicodeError...
+            continue
+        frame = link.__traceback__
+        while frame is not None and frame.tb_next is not None:
+            frame = frame.tb_next
+        if frame is not None and any(part in frame.tb_frame.f_code.co_filename
+                                     for part in _HTTP_CLIENTS):
+            return f"{type(link).__name__}: {link}"
+    return None
+
+
 _PYDANTIC_ERROR = re.compile(r"'loc': \((?P<loc>[^)]*)\), 'msg': (?P<q>[\"'])(?P<msg>.*?)(?P=q)")
 _HEADER = re.compile(r"^\d+ validation errors?\b|:$|^(error|traceback)\b", re.IGNORECASE)
 
@@ -128,6 +148,10 @@ def classify(exc: BaseException, model: str, endpoint: str | None) -> AttemptFai
     if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) \
             or status in (401, 403):
         raise ProviderRejected(f"{model}: the provider rejected the credentials ({message})")
+    client_side = client_side_failure(exc)
+    if client_side is not None:
+        raise ProviderRejected(f"{model}: the HTTP client could not send the request, so no "
+                               f"server saw it ({redact(client_side)[:200]})")
     if isinstance(exc, litellm.NotFoundError) or status == 404:
         raise ProviderRejected(f"{model}: model or endpoint not found ({message})")
     if isinstance(exc, litellm.RateLimitError) or status == 429:
