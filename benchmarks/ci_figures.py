@@ -25,12 +25,9 @@ import asyncio
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Callable
 
@@ -39,7 +36,7 @@ ROOT = BENCHMARKS.parent
 sys.path.insert(0, str(BENCHMARKS))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from measure import child_env, measured  # noqa: E402
+from measure import child_env, measured, start_async_fake  # noqa: E402
 
 EDGE_CALLS = 400
 TEXT_TRIGGERS = 200
@@ -61,18 +58,8 @@ def edge_ms_per_call(calls: int) -> float:
     from proactflow.providers.llm import ChatClient
 
     del litellm  # imported before the clock starts
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    endpoint = subprocess.Popen([sys.executable, str(BENCHMARKS / "async_fake.py"), str(port),
-                                 "0.02"])
+    endpoint, port = start_async_fake(0.02)
     try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         folder = Path(tempfile.mkdtemp(prefix="proactflow-edge-"))
 
         async def run() -> float:
@@ -209,19 +196,11 @@ def mllm(work: Path) -> tuple[list[str], dict]:
 
 def video(work: Path) -> tuple[list[str], dict]:
     import video_frames
-    from video_episode import judge, model
+    from video_episode import judge, model, write_corpus
 
     corpus = work / "corpus"
-    (corpus / "EGO").mkdir(parents=True)
-    video_frames.SECONDS = VIDEO_SECONDS
-    video_frames.write_clip(corpus / "EGO" / "clip.mp4", 160, 96, 2, noise=False)
-    gold = [{"role": "assistant", "content": f"The square crosses ({n}).",
-             "related_timespan": [start, start + 20], "reply_timespan": [start, start + 21]}
-            for n, start in enumerate((20, 60, 99))]
-    (corpus / "EGO" / "anno.json").write_text(json.dumps([{
-        "video": "clip.mp4", "question_id": "ci", "duration": float(VIDEO_SECONDS),
-        "conversation": [{"role": "user", "content": "Tell me when the square crosses.",
-                          "time": 0}], "answer": gold}]), encoding="utf-8")
+    video_frames.SECONDS = VIDEO_SECONDS  # the clip write_clip makes
+    write_corpus(corpus, (160, 96, 2), VIDEO_SECONDS, (20, 60, 99), "ci")
     return (["run", "--suite", "proactivebench-video", "--corpus", str(corpus), "--parts", "EGO",
              "--eval-model", "openai/watcher", "--judge-model", "openai/grader"],
             {"watcher": model, "grader": judge})

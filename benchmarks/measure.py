@@ -15,8 +15,11 @@ process tree and its peak memory, taken the same way everywhere so that figures 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,3 +61,20 @@ def child_env(prefect_home: Path) -> dict[str, str]:
 def per_call_ms(cold: Measured, cached: Measured, calls: int) -> float:
     """Milliseconds of CPU per call: the cold run's CPU less the cached run's, over its calls."""
     return 1000 * (cold.cpu_s - cached.cpu_s) / max(calls, 1)
+
+
+def start_async_fake(latency: float) -> tuple[subprocess.Popen[bytes], int]:
+    """benchmarks/async_fake.py (`latency` seconds a call) in a process of its own, on a free
+    loopback port, returned with its port once it answers; the caller ends it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "async_fake.py"),
+                                str(port), str(latency)])
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    return process, port

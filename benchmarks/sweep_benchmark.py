@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,16 +30,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
+from measure import start_async_fake  # noqa: E402
 from run_benchmark import EMPTY_FLOW, build_corpus, child_env, timed  # noqa: E402
 
 sys.path.insert(0, str(ROOT.parent / "tests"))
 from replay import JUDGE_PROMPT  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _role(cmdline: str) -> str:
@@ -141,17 +135,9 @@ def main() -> None:
     env = child_env(work / "prefect-home")
     corpus = work / "corpus.jsonl"
     build_corpus(corpus, args.triggers)
-    port = free_port()
+    server, port = start_async_fake(args.latency)
     url = f"http://127.0.0.1:{port}/v1"
-    server = subprocess.Popen([sys.executable, str(ROOT / "async_fake.py"), str(port),
-                               str(args.latency)])
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         empty_wall, _, _ = timed([sys.executable, "-c", EMPTY_FLOW], env)
         print(f"empty Prefect flow (temporary server included), B: {empty_wall:.1f} s")
         config = work / "sweep.toml"

@@ -68,20 +68,27 @@ def measured(args: list[str]) -> dict[str, float]:
             "largest_child_mb": after.ru_maxrss / 1024}
 
 
+def write_corpus(corpus: Path, frames: tuple[int, int, int], seconds: int,
+                 gold_starts: tuple[int, ...], question_id: str) -> None:
+    """An EGO part of one clip (`frames`: width, height, fps) whose three gold turns, a square
+    crossing, start at `gold_starts` seconds."""
+    (corpus / "EGO").mkdir(parents=True)
+    write_clip(corpus / "EGO" / "clip.mp4", *frames, noise=False)
+    gold = [{"role": "assistant", "content": f"The square crosses ({n}).",
+             "related_timespan": [start, start + 20], "reply_timespan": [start, start + 21]}
+            for n, start in enumerate(gold_starts)]
+    (corpus / "EGO" / "anno.json").write_text(json.dumps([{
+        "video": "clip.mp4", "question_id": question_id, "duration": float(seconds),
+        "conversation": [{"role": "user", "content": "Tell me when the square crosses.",
+                          "time": 0}], "answer": gold}]), encoding="utf-8")
+
+
 def main() -> None:
     width, height, fps = (int(v) for v in sys.argv[1:4]) if len(sys.argv) >= 4 else (320, 180, 10)
     with tempfile.TemporaryDirectory() as folder, FakeOpenAI(
             {"watcher": model, "grader": judge}) as fake:
         corpus = Path(folder) / "corpus"
-        (corpus / "EGO").mkdir(parents=True)
-        write_clip(corpus / "EGO" / "clip.mp4", width, height, fps, noise=False)
-        gold = [{"role": "assistant", "content": f"The square crosses ({n}).",
-                 "related_timespan": [start, start + 20], "reply_timespan": [start, start + 21]}
-                for n, start in enumerate((50, 170, 339))]
-        (corpus / "EGO" / "anno.json").write_text(json.dumps([{
-            "video": "clip.mp4", "question_id": "ego-bench", "duration": float(SECONDS),
-            "conversation": [{"role": "user", "content": "Tell me when the square crosses.",
-                              "time": 0}], "answer": gold}]), encoding="utf-8")
+        write_corpus(corpus, (width, height, fps), SECONDS, (50, 170, 339), "ego-bench")
         args = ["run", "--suite", "proactivebench-video", "--corpus", str(corpus),
                 "--parts", "EGO", "--eval-model", "openai/watcher", "--eval-api-base",
                 fake.url, "--judge-model", "openai/grader", "--judge-api-base", fake.url,

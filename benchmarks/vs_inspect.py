@@ -33,13 +33,13 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
+from measure import start_async_fake  # noqa: E402
 from run_benchmark import build_corpus, child_env  # noqa: E402
-from sweep_benchmark import TreePeak, free_port  # noqa: E402
+from sweep_benchmark import TreePeak  # noqa: E402
 
 sys.path.insert(0, str(ROOT.parent / "tests"))
 from replay import JUDGE_PROMPT  # noqa: E402
@@ -195,17 +195,9 @@ def main() -> None:
         raise SystemExit(f"no inspect in {args.inspect_venv}/bin: install inspect_ai there")
 
     work = Path(tempfile.mkdtemp(prefix="proactflow-vs-inspect-"))
-    port = free_port()
+    fake, port = start_async_fake(args.latency)
     url = f"http://127.0.0.1:{port}/v1"
-    fake = subprocess.Popen([sys.executable, str(ROOT / "async_fake.py"), str(port),
-                             str(args.latency)])
     try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         ours, theirs = Proactflow(work, url), Inspect(work, url, args.inspect_venv)
         tools = [ours, theirs]
         corpora, datasets = {}, {}

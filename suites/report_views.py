@@ -169,3 +169,16 @@ def incomplete_lines(suite: Any, store: Any, shown: Sequence[str]) -> list[str]:
                      f"{scored} of {total} scored" + (f"; not scored: {missing}"
                                                       if missing else ""))
     return lines
+
+
+def only_incomplete_section(suite_name: str, title: str, store: Any, include_incomplete: bool
+                            ) -> tuple[str, pl.DataFrame] | None:
+    """The report section of a store whose every evaluation of the suite is incomplete: the
+    list of them with what is missing (never dropped silently); None when there is none."""
+    from . import get_suite
+
+    left_out = [] if include_incomplete else incomplete_lines(get_suite(suite_name), store, [])
+    if not left_out:
+        return None
+    return (f'<h2 id="{suite_name}">{html.escape(title)}</h2>' + incomplete_list(left_out),
+            pl.DataFrame())

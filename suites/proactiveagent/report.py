@@ -18,7 +18,8 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...common.errors import UserError
-from ..report_views import fold, incomplete_list, incomplete_lines, pivot_table, rank_ranges
+from ..report_views import (fold, incomplete_list, incomplete_lines, only_incomplete_section,
+                            pivot_table, rank_ranges)
 from . import upstream
 from .scoring import score_splits
 
@@ -164,7 +165,9 @@ def section(store: ArtifactStore, out: Path, *, published_folder: Path | None = 
     proactiveagent_leaderboard.csv); None when the store holds no ProactiveBench evaluation."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
-        return _only_incomplete(store, include_incomplete)
+        return only_incomplete_section(
+            "proactiveagent", "ProactiveBench (Proactive Agent, THUNLP)", store,
+            include_incomplete)
     write_atomic(out / "proactiveagent_leaderboard.csv", board.write_csv().encode())
     reference, where = published(store, published_folder)
     from .. import get_suite
@@ -194,14 +197,3 @@ each denominator). F1 intervals: 95 % bootstrap over traces (1000 resamples, see
 <p class="note">{note}</p>{incomplete_list(left_out)}"""
     return page, board
 
-
-def _only_incomplete(store: ArtifactStore, include_incomplete: bool
-                     ) -> tuple[str, pl.DataFrame] | None:
-    """The section of a store whose every evaluation of this suite is incomplete: the list of
-    them with what is missing (never dropped silently); None when there is none."""
-    from .. import get_suite
-
-    left_out = [] if include_incomplete else incomplete_lines(get_suite("proactiveagent"), store, [])
-    if not left_out:
-        return None
-    return (f'<h2 id="proactiveagent">ProactiveBench (Proactive Agent, THUNLP)</h2>' + incomplete_list(left_out), pl.DataFrame())

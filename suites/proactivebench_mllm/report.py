@@ -13,7 +13,7 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ..report_views import (bars, bootstrap_mean, fold, incomplete_list, incomplete_lines,
-                            pivot_table, rank_ranges)
+                            only_incomplete_section, pivot_table, rank_ranges)
 from .datasets import DATASETS
 from .outcomes import scores
 
@@ -104,7 +104,9 @@ def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
 
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
-        return _only_incomplete(store, include_incomplete)
+        return only_incomplete_section(
+            "proactivebench-mllm", "ProactiveBench (multimodal)", store,
+            include_incomplete)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "proactivebench_mllm_leaderboard.csv", board.write_csv().encode())
     order = [d.short for d in DATASETS] + ["all"]
@@ -136,14 +138,3 @@ apart, never scored.</p>
 {''.join(parts)}{incomplete_list(left_out)}"""
     return page, board
 
-
-def _only_incomplete(store: ArtifactStore, include_incomplete: bool
-                     ) -> tuple[str, pl.DataFrame] | None:
-    """The section of a store whose every evaluation of this suite is incomplete: the list of
-    them with what is missing (never dropped silently); None when there is none."""
-    from .. import get_suite
-
-    left_out = [] if include_incomplete else incomplete_lines(get_suite("proactivebench-mllm"), store, [])
-    if not left_out:
-        return None
-    return (f'<h2 id="proactivebench-mllm">ProactiveBench (multimodal)</h2>' + incomplete_list(left_out), pl.DataFrame())

@@ -11,7 +11,8 @@ from pathlib import Path
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
-from ..report_views import bars, fold, incomplete_list, incomplete_lines, pivot_table, rank_ranges
+from ..report_views import (bars, fold, incomplete_list, incomplete_lines,
+                            only_incomplete_section, pivot_table, rank_ranges)
 from .pauc import omega_column
 from .scoring import score_parts
 
@@ -53,7 +54,9 @@ def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
     None when the store holds no evaluation of the suite."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
-        return _only_incomplete(store, include_incomplete)
+        return only_incomplete_section(
+            "proactivebench-video", "ProactiveBench (video): PAUC", store,
+            include_incomplete)
     write_atomic(out / "proactivebench_video_leaderboard.csv", board.write_csv().encode())
     shown = board.sort("part", omega_column(0.5), descending=[False, True], nulls_last=True)
     half = omega_column(0.5)
@@ -83,14 +86,3 @@ mean of each one's last kept judge score (1-3).</p>
 {incomplete_list(left_out)}"""
     return page, board
 
-
-def _only_incomplete(store: ArtifactStore, include_incomplete: bool
-                     ) -> tuple[str, pl.DataFrame] | None:
-    """The section of a store whose every evaluation of this suite is incomplete: the list of
-    them with what is missing (never dropped silently); None when there is none."""
-    from .. import get_suite
-
-    left_out = [] if include_incomplete else incomplete_lines(get_suite("proactivebench-video"), store, [])
-    if not left_out:
-        return None
-    return (f'<h2 id="proactivebench-video">ProactiveBench (video): PAUC</h2>' + incomplete_list(left_out), pl.DataFrame())
