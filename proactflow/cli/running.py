@@ -26,9 +26,7 @@ def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: 
     if not scores:
         return
     suite = suite_of(settings)
-    # A column every row leaves empty (MCQA's cp and agg, OEG's acc) is not shown.
-    columns = [(header, show) for header, show in suite.console_columns()
-               if any(show(row) not in ("-", "") for row in scores)]
+    columns = suite.console_columns_for(settings)  # not MCQA's cp and agg, nor OEG's acc
     variant = suite.settings_variant(settings)
     table = Table(title=f"{suite.display_name}{', ' + variant.upper() if variant else ''}: "
                         f"{settings.model_under_test.model} judged by {settings.judge_name}")

@@ -303,6 +303,11 @@ class ProactiveBenchMllm(Suite):
                 ("ps", number("ps")), ("cp", number("cp")), ("agg", number("agg")),
                 ("errors", lambda r: str(r["generation_errors"] + r["judge_errors"]))]
 
+    def console_columns_for(self, settings: RunSettings
+                            ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        unfilled = {"cp", "agg"} if mode_of(settings) == "mcqa" else {"acc"}
+        return [column for column in self.console_columns() if column[0] not in unfilled]
+
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
         from ...results.report import write_suite_page
