@@ -189,7 +189,7 @@ def mllm(work: Path) -> tuple[list[str], dict]:
 
     generate_corpus(work / "corpus", per_dataset=MLLM_PER_DATASET)
     wheel = synthetic_wheel(work / "proactivebench.whl", range(MLLM_PER_DATASET))
-    return ([str(wheel), "run", "--suite", "proactivebench-mllm", "--corpus",
+    return ([str(wheel), "run", "--suite", "proactivebench-mllm", "--eval-vision", "--corpus",
              str(work / "corpus"), "--package", str(wheel), "--eval-model", "openai/model"],
             {"model": letter_by_hash})
 
@@ -201,7 +201,8 @@ def video(work: Path) -> tuple[list[str], dict]:
     corpus = work / "corpus"
     video_frames.SECONDS = VIDEO_SECONDS  # the clip write_clip makes
     write_corpus(corpus, (160, 96, 2), VIDEO_SECONDS, (20, 60, 99), "ci")
-    return (["run", "--suite", "proactivebench-video", "--corpus", str(corpus), "--parts", "EGO",
+    return (["run", "--suite", "proactivebench-video", "--eval-vision", "--corpus", str(corpus),
+             "--parts", "EGO",
              "--eval-model", "openai/watcher", "--judge-model", "openai/grader"],
             {"watcher": model, "grader": judge})
 

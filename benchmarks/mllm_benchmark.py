@@ -130,6 +130,7 @@ def main() -> None:
         runner = RUNNER.format(tests=str(ROOT / "tests"), wheel=str(wheel))
         with FakeOpenAI({"model": letter_by_hash}, latency=args.latency) as fake:
             command = [sys.executable, "-c", runner, "run", "--suite", "proactivebench-mllm",
+                       "--eval-vision",
                        "--corpus", str(corpus), "--package", str(wheel),
                        "--eval-model", "openai/model", "--eval-api-base", fake.url,
                        "--concurrency", str(args.concurrency), "--store", str(root / "store"),

@@ -89,7 +89,7 @@ def main() -> None:
             {"watcher": model, "grader": judge}) as fake:
         corpus = Path(folder) / "corpus"
         write_corpus(corpus, (width, height, fps), SECONDS, (50, 170, 339), "ego-bench")
-        args = ["run", "--suite", "proactivebench-video", "--corpus", str(corpus),
+        args = ["run", "--suite", "proactivebench-video", "--eval-vision", "--corpus", str(corpus),
                 "--parts", "EGO", "--eval-model", "openai/watcher", "--eval-api-base",
                 fake.url, "--judge-model", "openai/grader", "--judge-api-base", fake.url,
                 "--store", str(Path(folder) / "store")]

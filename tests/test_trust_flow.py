@@ -3,6 +3,7 @@ seen, refresh, a failing stage stopping its sibling, exit status, keys and cost.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -168,7 +169,12 @@ def test_secrets_in_a_custom_key_variable_and_the_url_stay_out_of_everything(
                            "VLLM_CRED", "--limit", "1", "--out", str(tmp_path / "out")))
     args[args.index("--eval-api-base") + 1] = base
     assert run_cli("run", args) == 1  # every judge call refused
-    assert all(r["_authorization"] == f"Bearer {credential}" for r in fake.requests)
+    # User info in the model's URL goes as basic authentication, in place of the key's bearer
+    # token (docs/running.md); the judge's endpoint has none, and gets the key.
+    basic = "Basic " + base64.b64encode(f"bob:{url_secret}".encode()).decode()
+    assert {r["_authorization"] for r in fake.requests if r["model"] == "synth"} == {basic}
+    assert {r["_authorization"] for r in fake.requests if r["model"] == "echo"} == \
+        {f"Bearer {credential}"}
     captured = capsys.readouterr()
     secrets = (openai_key, credential, url_secret, "t-secret-9")
     for secret in secrets:

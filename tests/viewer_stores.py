@@ -29,7 +29,8 @@ def four_suites(root: Path) -> Path:
     expected = expected_mcqa(corpus, range(3))
     wrong: list[str] = []
     with FakeOpenAI({"seer": seeing_model(expected, wrong)}) as fake:
-        assert run_cli("run", ["--suite", "proactivebench-mllm", "--corpus", str(corpus),
+        assert run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision",
+                               "--corpus", str(corpus),
                                "--package", str(wheel), "--eval-model", "openai/seer",
                                "--eval-api-base", fake.url, "--store", str(store),
                                "--out", str(root / "mllm-out")]) in (0, 1)
