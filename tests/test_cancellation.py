@@ -115,3 +115,23 @@ def test_every_limit_cancelled_at_random_points_under_load(backend):
     asyncio.run(go())
     gc.collect()
     assert unheard(errors) == []
+
+
+def test_only_asyncpgs_cancel_noise_is_dropped():
+    """The filter installed with a database drops asyncpg's unheard CancelRequest future and
+    nothing else: any other unheard exception still reaches the loop's handler."""
+    from proactflow.common.postgres_errors import quiet_asyncpg_cancel_noise
+
+    seen: list[str] = []
+    loop = asyncio.new_event_loop()
+    try:
+        loop.set_exception_handler(lambda _, context: seen.append(repr(context["exception"])))
+        quiet_asyncpg_cancel_noise(loop)
+        quiet_asyncpg_cancel_noise(loop)  # once a loop
+        for exception in (ConnectionError("unexpected connection_lost() call"),
+                          ConnectionError("connection reset"), ValueError("mine")):
+            loop.call_exception_handler({"message": "Future exception was never retrieved",
+                                         "exception": exception})
+    finally:
+        loop.close()
+    assert seen == ["ConnectionError('connection reset')", "ValueError('mine')"]

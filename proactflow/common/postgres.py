@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from .errors import UserError
-from .postgres_errors import CONNECT_TIMEOUT_S, connection_lost, reason, translated, where
+from .postgres_errors import (CONNECT_TIMEOUT_S, connection_lost, quiet_asyncpg_cancel_noise,
+                              reason, translated, where)
 from .postgres_leases import LeaseHolding
 from .postgres_schema import ensure_schema
 from .postgres_wait import Outage, database_wait
@@ -93,6 +94,7 @@ class Database(LeaseHolding):
         async with self._starting:
             if self._pool is not None:
                 return
+            quiet_asyncpg_cancel_noise(asyncio.get_running_loop())
             with self.translated():
                 try:
                     pool = await self._connect()

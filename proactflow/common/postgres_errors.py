@@ -73,3 +73,34 @@ def translated(place: str) -> Iterator[None]:
     except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError,
             asyncpg.InternalClientError) as exc:
         raise UserError(f"database {place} {reason(exc)}") from None
+
+
+def _asyncpg_cancel_noise(context: dict[str, Any]) -> bool:
+    """asyncpg's own unheard future when a statement is cancelled: it sends the server a
+    CancelRequest on an auxiliary connection, and when that connection ends while asyncpg waits
+    for its TLS answer (the statement's connection closed meanwhile), the answer's future gets
+    ConnectionError('unexpected connection_lost() call') with nobody left to read it. Nothing
+    of ours is lost: the statement was cancelled and its connection is discarded."""
+    exception = context.get("exception")
+    return context.get("message") == "Future exception was never retrieved" \
+        and isinstance(exception, ConnectionError) \
+        and str(exception) == "unexpected connection_lost() call"
+
+
+def quiet_asyncpg_cancel_noise(loop: asyncio.AbstractEventLoop) -> None:
+    """On `loop`, drop `_asyncpg_cancel_noise` before the loop's exception handler (or the
+    default one) sees it; every other context goes on to it unchanged. Installed once a loop."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "drops_asyncpg_cancel_noise", False):
+        return
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if _asyncpg_cancel_noise(context):
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler.drops_asyncpg_cancel_noise = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
