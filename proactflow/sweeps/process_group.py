@@ -66,10 +66,12 @@ def main(argv: list[str]) -> int:
         argv = _read_line().split()
         if not argv:
             return 0  # the sweep ended, or needed this process no more
-    threading.Thread(target=_stop_when_orphaned, daemon=True).start()
     quiet_console_tracebacks()
     freeze_start_up_heap()
     try:
+        # Started here: the SIGINT it sends once the sweep closes our input can only land
+        # inside this try (not in the set-up above, where it printed a traceback).
+        threading.Thread(target=_stop_when_orphaned, daemon=True).start()
         return asyncio.run(_run([uuid.UUID(arg) for arg in argv]))
     except KeyboardInterrupt:
         return 130
