@@ -33,14 +33,15 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
+    try:  # the extra's packages: the server, and gguf (with numpy) to write the models
+        import gguf  # noqa: F401
+        import llama_cpp.server  # noqa: F401
+    except ImportError as exc:
+        _unavailable(f"needs the llama extra ({exc}): pip install -c "
+                     "requirements.lock -e '.[llama]' (builds for about 10 minutes)")
     from llama_model import write_model
     from llama_server import LlamaServer, LlamaUnavailable
 
-    try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError as exc:
-        _unavailable(f"needs llama-cpp-python's server ({exc}): pip install -c "
-                     "requirements.lock -e '.[llama]' (builds for about 10 minutes)")
     folder = tmp_path_factory.mktemp("llama")
     models = {"tiny": write_model(folder / "tiny.gguf"),
               "talky": write_model(folder / "talky.gguf", talks_on=True)}
