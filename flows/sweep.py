@@ -145,7 +145,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                                     description=f"{suite.display_name} sweep leaderboard")
     if pairs:
         await acreate_table_artifact(key=f"{series_slug(config.name)}-scores",
-                                     table=score_rows(night, pairs),
+                                     table=score_rows(suite, night, pairs),
                                      description=f"{config.name}: scores of the night")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

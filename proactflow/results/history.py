@@ -4,7 +4,7 @@ A night is one JSON file, `history/<series>/<night>-<id>.json`, written through 
 edge (a folder or S3), so any host that reads the store reads the series. It is
 self-contained: for each (model, judge) evaluated that night, the artifact keys, the snapshot
 that answered (served model and system fingerprint of the responses, and of the judge), and the
-verdict of every sample. The history's scores, intervals and regressions are computed from
+verdict of every sample with the components of its suite's history metric (Suite.history_samples). The history's scores, intervals and regressions are computed from
 those verdicts (history_scores.py), so they stay readable after `gc` removed the artifacts;
 `gc` keeps the artifacts a night names anyway (its viewer links need them) unless told not to.
 
@@ -26,11 +26,10 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..common.errors import UserError
+from ..suites.base import Suite
 
 NOW_ENV = "PROACTFLOW_NOW"
 FOLDER = "history"
-CREDIT = {"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0}
-"""A verdict's credit: ProactBench's weighted score (PASS + 0.5 PARTIAL) / evaluated."""
 
 
 def now() -> datetime:
@@ -84,34 +83,20 @@ def snapshot_of(frame: pl.DataFrame) -> dict[str, str | None]:
     return {"served_model": model, "system_fingerprint": fingerprint_value}
 
 
-def sample_verdicts(suite: str, judgments: pl.DataFrame) -> dict[str, list[Any]] | None:
-    """Every sample's verdict, with its group and its resampling unit (the unit of the suite's
-    own intervals: a ProactBench dialogue); None for a suite the history cannot score yet."""
-    if suite != "proactbench":
-        return None
-    rows = judgments.sort("unique_id_eval", "turn", "sample_index")
-    scored = rows["status"] == "scored"
-    return {
-        "sample": [f"{u}|{t}|{i}" for u, t, i in zip(rows["unique_id_eval"].to_list(),
-                                                     rows["turn"].to_list(),
-                                                     rows["sample_index"].to_list())],
-        "unit": rows["unique_id_eval"].to_list(),
-        "group": rows["phase"].to_list(),
-        "verdict": [score if ok else None
-                    for score, ok in zip(rows["score"].to_list(), scored.to_list())],
-    }
-
-
-def pair_entry(suite: str, model: str, judge: str, revision: str | None,
+def pair_entry(suite: Suite, model: str, judge: str, revision: str | None,
                judgments_key: str, responses_key: str, responses: pl.DataFrame,
                judgments: pl.DataFrame, notes: list[str] | None = None) -> dict[str, Any]:
-    """What a night keeps of one (model, judge) evaluation."""
+    """What a night keeps of one (model, judge) evaluation: with every sample's verdict and its
+    metric's components when the suite declares a history metric."""
+    samples = suite.history_samples(judgments) if suite.history_metric is not None else None
     return {"model": model, "judge": judge, "revision": revision,
+            "variant": suite.variant_name(judgments),
             "judgments": judgments_key, "responses": responses_key,
             "snapshot": snapshot_of(responses.filter(pl.col("status") == "ok")
                                     if "status" in responses.columns else responses),
             "judge_snapshot": snapshot_of(judgments), "notes": notes or [],
-            "samples": sample_verdicts(suite, judgments)}
+            "metric": suite.history_metric.name if suite.history_metric else None,
+            "samples": samples.to_dict(as_series=False) if samples is not None else None}
 
 
 def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, run_id: str,

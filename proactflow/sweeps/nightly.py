@@ -87,7 +87,7 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
         judgments = store.get_by_key(stages.judgments, keys[stages.judgments]).frame()
         model, judge = settings.model_under_test.model, settings.judge_name
         pairs.append(pair_entry(
-            suite.name, model, judge, settings.model_under_test.revision,
+            suite, model, judge, settings.model_under_test.revision,
             keys[stages.judgments], keys[stages.responses], responses, judgments,
             [line for (role, name), line in notes.items()
              if (role, name) in (("model", model), ("judge", judge))]))
@@ -117,7 +117,8 @@ def emit_findings(findings: list[Finding]) -> None:
                       "proactflow.judge": f.judge, "proactflow.suite": f.suite,
                       "proactflow.group": f.group, "proactflow.series": f.series},
             payload={"model": f.model, "judge": f.judge, "suite": f.suite, "group": f.group,
-                     "series": f.series, "delta": f.delta, "interval": [f.ci_low, f.ci_high],
+                     "series": f.series, "metric": f.metric, "variant": f.variant,
+                     "delta": f.delta, "interval": [f.ci_low, f.ci_high],
                      "samples": f.samples, "before": f.before, "after": f.after,
                      "changed": f.changed[:50]})
 
@@ -141,7 +142,8 @@ def summary_lines(findings: list[Finding], found: list[Change]) -> list[str]:
     return lines
 
 
-def score_rows(night: datetime, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def score_rows(suite: Suite, night: datetime, pairs: list[dict[str, Any]]
+               ) -> list[dict[str, Any]]:
     """The night's scores as the rows of the sweep's table artifact."""
     return [{"night": night.isoformat(), "model": p["model"], "judge": p["judge"], **s}
-            for p in pairs for s in pair_scores(p)]
+            for p in pairs for s in pair_scores(suite.name, p)]

@@ -1,0 +1,191 @@
+"""Every suite's nights in the history: its own figure per group with an interval over its own
+unit (Proactive Agent's F1 per split resampling traces, the multimodal suite's acc per dataset
+resampling samples, the video suite's PAUC per part resampling samples), the same figure its own
+scores table gives, no finding between identical nights, and a regression with the samples that
+changed verdict when the model's answers got worse.
+
+Each night's judgments table is made of the suite's own row models (the table a run stores),
+recorded as a sweep records it (history.pair_entry with the suite) in a store on disk."""
+
+from __future__ import annotations
+
+import types
+import typing
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import polars as pl
+import pytest
+from pydantic import BaseModel
+
+from proactflow.cache.artifacts import ArtifactStore
+from proactflow.results.history import pair_entry, read_nights, write_night
+from proactflow.results.history_page import write_history
+from proactflow.results.history_scores import all_findings, history_table
+from proactflow.schemas.arrow import to_frame
+from proactflow.suites import get_suite
+from proactflow.suites.proactiveagent.tables import VerdictRow
+from proactflow.suites.proactivebench_mllm.tables import OutcomeRow
+from proactflow.suites.proactivebench_video.tables import TurnRow
+
+
+def _blank(annotation: Any) -> Any:
+    """A value of a field's type (None where the field takes it)."""
+    if type(None) in typing.get_args(annotation) or annotation is type(None):
+        return None
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        return []
+    if origin is typing.Literal:
+        return typing.get_args(annotation)[0]
+    if isinstance(annotation, types.UnionType):
+        return None
+    return {str: "", int: 0, float: 0.0, bool: False}[annotation]
+
+
+def table(model: type[BaseModel], rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """The suite's stored table of these rows (the fields a row does not give: blank)."""
+    blank = {name: _blank(info.annotation) for name, info in model.model_fields.items()}
+    return to_frame([model.model_validate({**blank, **row}) for row in rows], model)
+
+
+def record_nights(tmp_path, suite_name: str, nights: list[pl.DataFrame], judge: str
+                  ) -> tuple[ArtifactStore, list]:
+    store = ArtifactStore(tmp_path / "store")
+    suite = get_suite(suite_name)
+    for day, judgments in enumerate(nights, start=1):
+        entry = pair_entry(suite, "openai/m", judge, f"ckpt-{day}", f"j{day}", f"r{day}",
+                           pl.DataFrame({"status": ["ok"]}), judgments)
+        write_night(store, "nightly", suite_name, datetime(2026, 11, day, 2, tzinfo=timezone.utc),
+                    f"run{day:05d}", [entry], {"report": None, "viewer": None},
+                    {"regression_threshold": 0.0})
+    return store, read_nights(store, series="nightly")
+
+
+def check_series(tmp_path, suite_name: str, good: pl.DataFrame, bad: pl.DataFrame,
+                 judge: str, own_figure: Callable[[pl.DataFrame], dict[str, float]],
+                 changed: set[str], metric: str) -> pl.DataFrame:
+    """Nights good, good, bad: the figures are the suite's own, a regression on night 3 only
+    (in every group), with exactly `changed` as its changed samples in the overall group."""
+    store, nights = record_nights(tmp_path, suite_name, [good, good, bad], judge)
+    history = history_table(nights)
+    assert set(history["metric"]) == {metric}
+    for day, judgments in ((1, good), (3, bad)):
+        night = history.filter(pl.col("night").str.starts_with(f"2026-11-0{day}"))
+        figures = dict(zip(night["group"], night["score"]))
+        assert figures == pytest.approx(own_figure(judgments)), day
+        assert (night["ci_low"] <= night["score"] + 1e-9).all() and \
+            (night["score"] <= night["ci_high"] + 1e-9).all()
+    findings = all_findings(nights)
+    assert findings, "the regression of night 3 was not found"
+    assert {(f.after[:10], f.kind) for f in findings} == {("2026-11-03", "regression")}
+    assert {f.group for f in findings} == set(history["group"])
+    overall = next(f for f in findings if f.group in ("all", "OVERALL", "demo_all"))
+    assert overall.ci_high < 0 and overall.metric == metric
+    assert {c["sample"] for c in overall.changed} == changed
+    # Identical nights: nothing, at any threshold.
+    assert not all_findings(nights[:2])
+    pages = write_history(tmp_path / "history", history, findings)
+    page = open(pages["history.html"], encoding="utf-8").read()
+    assert page.count("<svg") == history["group"].n_unique() and f"({metric})" in page
+    return history
+
+
+# Proactive Agent: F1 per split from confusion counts, resampling traces.
+
+TRACES = [f"t{i:02d}" for i in range(12)]
+
+
+def verdicts(proposals: list[tuple[bool, bool]]) -> pl.DataFrame:
+    """Each trace's events with these (proposed, accepted) verdicts; the last trace's first
+    event lost to the judge (never scored, never compared)."""
+    rows = []
+    for number, trace in enumerate(TRACES):
+        for index, (proposed, accepted) in enumerate(proposals):
+            lost = number == len(TRACES) - 1 and index == 0
+            rows.append({"trace": trace, "event_index": index, "model": "openai/m",
+                         "judge": "openai/reward", "judge_prompt_sha256": "p",
+                         "splits": ["demo_all", "even" if number % 2 == 0 else "odd"],
+                         "status": "judge_error" if lost else "scored",
+                         "proposed": None if lost else proposed,
+                         "accepted": None if lost else accepted})
+    return table(VerdictRow, rows)
+
+
+def test_proactive_agent_f1_per_split(tmp_path):
+    suite = get_suite("proactiveagent")
+    good = verdicts([(True, True), (False, True), (True, True), (False, False), (True, False)])
+    bad = verdicts([(True, False), (False, True), (True, True), (False, False), (True, False)])
+
+    def own(judgments: pl.DataFrame) -> dict[str, float]:
+        scores = suite.score(judgments)
+        return dict(zip(scores["split"], scores["f1"]))
+
+    history = check_series(tmp_path, "proactiveagent", good, bad, "openai/reward", own,
+                           {f"{t}|0|0" for t in TRACES[:-1]}, "F1")
+    assert set(history["group"]) == {"demo_all", "even", "odd"}
+    assert history.filter(group="demo_all")["evaluated"].to_list() == [59, 59, 59]
+
+
+# The multimodal ProactiveBench: MCQA acc per dataset, resampling samples.
+
+def endings(correct: Callable[[str, int], bool]) -> pl.DataFrame:
+    rows = []
+    for dataset in ("ROD", "VSOD", "QD"):
+        for sample_id in range(8):
+            right = correct(dataset, sample_id)
+            for step in (0, 1):
+                final = step == 1
+                rows.append({"dataset": dataset, "sample_id": sample_id, "step": step,
+                             "model": "openai/m", "judge": "rules", "mode": "mcqa",
+                             "final": final, "status": "scored",
+                             "stop_reason": ("correct" if right else "wrong") if final else None,
+                             "correct_prediction": right if final else None,
+                             "num_turns": 2 if final else None})
+    return table(OutcomeRow, rows)
+
+
+def test_multimodal_acc_per_dataset(tmp_path):
+    suite = get_suite("proactivebench-mllm")
+    good = endings(lambda dataset, sample: sample != 7)
+    bad = endings(lambda dataset, sample: sample in (0, 7))
+
+    def own(judgments: pl.DataFrame) -> dict[str, float]:
+        scores = suite.score(judgments)
+        return {row["dataset"]: row["acc"] / 100 for row in scores.iter_rows(named=True)}
+
+    history = check_series(tmp_path, "proactivebench-mllm", good, bad, "rules", own,
+                           {f"{d}|{s}|0" for d in ("ROD", "VSOD", "QD") for s in range(1, 8)},
+                           "headline (MCQA acc, OEG agg)")
+    assert set(history["variant"]) == {"mcqa"}
+    assert all_findings(read_nights(ArtifactStore(tmp_path / "store")))[0].variant == "mcqa"
+
+
+# The video ProactiveBench: PAUC at omega 0.5 per part, resampling samples.
+
+def turns(pauc: Callable[[str, int, int], float]) -> pl.DataFrame:
+    rows = []
+    for part in ("WEB", "EGO"):
+        for number in range(8):
+            for turn in (0, 1):
+                value = pauc(part, number, turn)
+                rows.append({"part": part, "question_id": f"q{number}", "turn": turn,
+                             "model": "openai/m", "judge": "openai/grader",
+                             "judge_prompt_sha256": "p", "status": "scored",
+                             "final_score": 3 if value > 0.5 else 1, "pauc_0": value,
+                             "pauc_0.5": value, "pauc_1": value, "judged": 1})
+    return table(TurnRow, rows)
+
+
+def test_video_pauc_per_part(tmp_path):
+    suite = get_suite("proactivebench-video")
+    good = turns(lambda part, number, turn: 0.8 if turn == 0 else 0.6)
+    bad = turns(lambda part, number, turn: 0.2 if turn == 0 else 0.6)
+
+    def own(judgments: pl.DataFrame) -> dict[str, float]:
+        scores = suite.score(judgments)
+        return {row["part"]: row["pauc_0.5"] / 100 for row in scores.iter_rows(named=True)}
+
+    check_series(tmp_path, "proactivebench-video", good, bad, "openai/grader", own,
+                 {f"{p}|q{n}|0|0" for p in ("WEB", "EGO") for n in range(8)},
+                 "PAUC at omega 0.5")
