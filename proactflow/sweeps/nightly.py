@@ -105,9 +105,12 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
     return pairs, findings_of(nights, index, threshold)
 
 
-def emit_findings(findings: list[Finding]) -> None:
-    """A Prefect event per finding, related to the sweep's flow run (Prefect adds it)."""
+def emit_findings(findings: list[Finding], *, flush: bool = False) -> None:
+    """A Prefect event per finding, related to the sweep's flow run (Prefect adds it). With
+    `flush` (outside a flow run: a labelled run's, after its flow ended), they are sent before
+    this returns, since no flow run's end sends them."""
     from prefect.events import emit_event
+    from prefect.events.worker import EventsWorker
 
     for f in findings:
         emit_event(
@@ -121,6 +124,8 @@ def emit_findings(findings: list[Finding]) -> None:
                      "delta": f.delta, "interval": [f.ci_low, f.ci_high],
                      "samples": f.samples, "before": f.before, "after": f.after,
                      "changed": f.changed[:50]})
+    if flush and findings:
+        EventsWorker.instance().drain()  # the worker emit_event used: sent, then stopped
 
 
 def summary_lines(findings: list[Finding], found: list[Change]) -> list[str]:
