@@ -314,6 +314,11 @@ class Suite(ABC):
         declares no history_metric."""
         return None
 
+    def history_view_sample(self, sample: str) -> str:
+        """The viewer's sample (SampleView.sample, the address's `t=`) showing a history
+        sample: where a regression's changed samples link to."""
+        return sample
+
     # The viewer (results/viewer.py): what a person reads of one sample.
 
     def view_spec(self) -> ViewSpec:

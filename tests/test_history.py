@@ -251,7 +251,14 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert {c["sample"] for c in overall.changed} == scored_before - kept_sample
     assert all((c["before"], c["after"]) == ("PASS", "FAIL") for c in overall.changed)
     assert overall.samples == len(scored_before)
-    assert "Since the night before" in (tmp_path / "night4" / "report.html").read_text()
+    report = (tmp_path / "night4" / "report.html").read_text()
+    assert "Since the night before" in report
+    # The changed triggers side by side: a viewer of nights 3 and 4 holding only them.
+    compare = (tmp_path / "night4" / "compare" / "1" / "index.html").resolve().as_uri()
+    assert f"([side by side]({compare}#t=" in summary and f'href="{compare}#t=' in report
+    details = list((tmp_path / "night4" / "compare" / "1" / "data").glob("t*.js"))
+    assert len(details) == len(overall.changed)
+    assert all(d.read_text().count('"response":') == 2 for d in details)
 
     # Night 5: the served snapshot changed behind ckpt-4; noticed, and asked again.
     code, printed, summary, asked = results[5]
@@ -350,8 +357,13 @@ def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeyp
     assert [(n.date, n.pairs[0]["revision"]) for n in nights] == [
         ("2026-11-01 09:00", "ckpt-1"), ("2026-11-02 09:00", "ckpt-2")]
 
-    payloads = [e["payload"] for e in _events(prefect_server, "proactflow.regression")
-                if e["payload"].get("series") == "checkpoints"]
+    payloads: list[dict] = []
+    for _ in range(30):  # the server stores events a moment after it receives them
+        payloads = [e["payload"] for e in _events(prefect_server, "proactflow.regression")
+                    if e["payload"].get("series") == "checkpoints"]
+        if payloads:
+            break
+        time.sleep(1)
     assert {(p["model"], p["suite"], p["group"]) for p in payloads} >= {
         ("openai/nightly", "proactbench", "OVERALL")}
     assert all(p["delta"] < 0 < p["samples"] and p["metric"] == "weighted score"
@@ -363,4 +375,4 @@ def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeyp
     assert table["point"].str.slice(0, 6).to_list() == ["ckpt-1", "ckpt-2"]
     assert table["score"][1] < table["score"][0]
     page = (tmp_path / "history" / "history.html").read_text()
-    assert "<svg" in page and (tmp_path / "day2" / "report.html").resolve().as_uri() in page
+    assert "<svg" in page and (tmp_path / "day2" / "metrics.json").resolve().as_uri() in page

@@ -49,9 +49,10 @@ def table(model: type[BaseModel], rows: list[dict[str, Any]]) -> pl.DataFrame:
     return to_frame([model.model_validate({**blank, **row}) for row in rows], model)
 
 
-def record_nights(tmp_path, suite_name: str, nights: list[pl.DataFrame], judge: str
-                  ) -> tuple[ArtifactStore, list]:
-    store = ArtifactStore(tmp_path / "store")
+def record_nights(store: ArtifactStore, suite_name: str, nights: list[pl.DataFrame],
+                  judge: str) -> list:
+    """Each judgments table a night of series "nightly", one a day from 2026-11-01, as a
+    sweep records it; returns the series as read back."""
     suite = get_suite(suite_name)
     for day, judgments in enumerate(nights, start=1):
         entry = pair_entry(suite, "openai/m", judge, f"ckpt-{day}", f"j{day}", f"r{day}",
@@ -59,7 +60,7 @@ def record_nights(tmp_path, suite_name: str, nights: list[pl.DataFrame], judge: 
         write_night(store, "nightly", suite_name, datetime(2026, 11, day, 2, tzinfo=timezone.utc),
                     f"run{day:05d}", [entry], {"report": None, "viewer": None},
                     {"regression_threshold": 0.0})
-    return store, read_nights(store, series="nightly")
+    return read_nights(store, series="nightly")
 
 
 def check_series(tmp_path, suite_name: str, good: pl.DataFrame, bad: pl.DataFrame,
@@ -67,7 +68,8 @@ def check_series(tmp_path, suite_name: str, good: pl.DataFrame, bad: pl.DataFram
                  changed: set[str], metric: str) -> pl.DataFrame:
     """Nights good, good, bad: the figures are the suite's own, a regression on night 3 only
     (in every group), with exactly `changed` as its changed samples in the overall group."""
-    store, nights = record_nights(tmp_path, suite_name, [good, good, bad], judge)
+    nights = record_nights(ArtifactStore(tmp_path / "store"), suite_name, [good, good, bad],
+                           judge)
     history = history_table(nights)
     assert set(history["metric"]) == {metric}
     for day, judgments in ((1, good), (3, bad)):
@@ -189,3 +191,60 @@ def test_video_pauc_per_part(tmp_path):
     check_series(tmp_path, "proactivebench-video", good, bad, "openai/grader", own,
                  {f"{p}|q{n}|0|0" for p in ("WEB", "EGO") for n in range(8)},
                  "PAUC at omega 0.5")
+
+
+# A regression side by side: the viewer of the two nights, only the samples that changed.
+
+def test_the_changed_samples_of_a_regression_side_by_side(tmp_path, prefect_server):
+    """Two labelled runs of Proactive Agent's suite (the agent stops proposing on the second);
+    the side-by-side page of their finding holds the traces whose verdicts changed, each with
+    both nights' replies and verdicts, and every changed sample links to its trace there."""
+    import json
+
+    from fake_openai import FakeOpenAI, Reply
+    from helpers import run_cli
+    from test_proactiveagent_suite import agent, args, reward_model
+
+    from proactflow.results.history_compare import with_comparisons
+    from proactflow.results.history_scores import Finding, pair_frame
+
+    quiet = {"on": False}
+
+    def agent_that_may_stop(request: dict) -> Reply:
+        reply = agent(request)
+        if quiet["on"] and reply.content and "Proactive Task" in reply.content:
+            body = json.loads(reply.content.strip("`").removeprefix("json\n"))
+            return Reply(content=json.dumps({**body, "Proactive Task": None}))
+        return reply
+
+    store = tmp_path / "store"
+    with FakeOpenAI({"agent": agent_that_may_stop, "reward": reward_model}) as fake:
+        for day in (1, 2):
+            quiet["on"] = day == 2
+            assert run_cli("run", args(fake, store, tmp_path / f"day{day}", "--label", "pa",
+                                       "--eval-revision", f"ckpt-{day}")) in (0, 1)
+    nights = read_nights(ArtifactStore(store), series="pa")
+    (_, before), (_, after) = (pair_frame("proactiveagent", n.pairs[0]) for n in nights)
+    both = before.join(after, on=["sample", "group"], suffix="_after").filter(
+        (pl.col("group") == "demo_all") & (pl.col("verdict") != pl.col("verdict_after")))
+    assert both.height > 0
+    changed = [{"sample": s, "before": v, "after": w}
+               for s, v, w in both.select("sample", "verdict", "verdict_after").rows()]
+    finding = Finding("regression", "pa", "proactiveagent", "openai/agent", "openai/reward",
+                      "demo_all", -0.5, -0.6, -0.4, both.height, "night 1", "night 2", changed,
+                      evaluations=(nights[0].pairs[0]["judgments"],
+                                   nights[1].pairs[0]["judgments"]))
+    [linked] = with_comparisons(ArtifactStore(store), tmp_path / "history", [finding])
+    page = tmp_path / "history" / "compare" / "1" / "index.html"
+    assert linked.links["side_by_side"] == page.resolve().as_uri()
+    traces = {c["sample"].split("|")[0] for c in changed}
+    assert {c["view"] for c in linked.changed} == {f"{page.resolve().as_uri()}#t={t}"
+                                                   for t in traces}
+    details = sorted((page.parent / "data").glob("t*.js"))
+    assert len(details) == len(traces)  # only the traces that changed
+    for detail in details:
+        text = detail.read_text(encoding="utf-8")
+        data = json.loads(text[text.index(",") + 1:text.rindex(")")])
+        assert [r["evaluation"] for r in data["results"]] == [0, 1]  # both nights, in order
+    index = page.read_text(encoding="utf-8")
+    assert "openai/agent judged by openai/reward · night 1" in index and "· night 2" in index

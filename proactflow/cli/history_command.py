@@ -49,6 +49,7 @@ def add_history_command(commands: argparse._SubParsersAction) -> None:
 def history_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
     from ..results.history import read_nights
+    from ..results.history_compare import with_comparisons
     from ..results.history_page import write_history
     from ..results.history_scores import all_findings, history_table
 
@@ -65,7 +66,7 @@ def history_command(args: argparse.Namespace) -> int:
         raise UserError(f"no sweep nights recorded in {store.location('history')} for this "
                         "selection: run 'proactflow sweep' first")
     table = history_table(nights)
-    findings = all_findings(nights)
+    findings = with_comparisons(store, Path(args.out), all_findings(nights))
     for row in table.filter(table["group"] == "OVERALL").iter_rows(named=True):
         interval = f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]" \
             if row["ci_low"] is not None else ""

@@ -85,8 +85,11 @@ def _findings(findings: list[Finding]) -> str:
     for f in findings:
         links = " ".join(f'<a href="{html.escape(str(url))}">{name.replace("_", " ")}</a>'
                          for name, url in f.links.items() if url)
-        changed = "".join(f"<li>{html.escape(c['sample'])}: {c['before']} → {c['after']}</li>"
-                          for c in f.changed)
+        changed = "".join(
+            "<li>" + (f'<a href="{html.escape(c["view"])}">{html.escape(c["sample"])}</a>'
+                      if c.get("view") else html.escape(c["sample"]))
+            + f": {html.escape(str(c['before']))} → {html.escape(str(c['after']))}</li>"
+            for c in f.changed)
         items.append(f"<li><b>{html.escape(f.line())}</b> {links}<details><summary>the "
                      f"{len(f.changed)} samples that changed verdict</summary><ul>{changed}"
                      "</ul></details></li>")

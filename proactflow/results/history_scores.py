@@ -104,6 +104,8 @@ class Finding:
     """The suite's history metric the delta is of."""
     variant: str = ""
     """The evaluation's variant, for a suite with more than one way to run."""
+    evaluations: tuple[str, str] = ("", "")
+    """The judgments artifact keys of the earlier and the later night."""
 
     def line(self) -> str:
         where = ", ".join(part for part in (self.suite, self.variant, self.group) if part)
@@ -154,7 +156,8 @@ def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
              changed.select("sample", "verdict", "verdict" + AFTER).rows()],
             {"before_viewer": night_a.content.get("viewer"),
              "after_viewer": night_b.content.get("viewer")},
-            metric.name, str(pair_b.get("variant") or "")))
+            metric.name, str(pair_b.get("variant") or ""),
+            (str(pair_a.get("judgments") or ""), str(pair_b.get("judgments") or ""))))
     return findings
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
 from ..results.history import latest_snapshots, pair_entry, read_nights, write_night
+from ..results.history_compare import with_comparisons
 from ..results.history_scores import Finding, findings_of, pair_scores
 from ..suites.base import Suite
 from .snapshot import PROBE_MAX_TOKENS, PROBE_PROMPT_TOKENS, Change, Probe, changes, probe_all
@@ -93,8 +94,10 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
              if (role, name) in (("model", model), ("judge", judge))]))
     links: dict[str, str | None] = {"report": None, "viewer": None}
     if out is not None:
-        report = out / "report.html"
-        links["report"] = report.resolve().as_uri() if report.exists() else None
+        # A sweep's report page; a labelled run writes none: its suite's main export instead.
+        report = next((page for page in (out / "report.html", out / suite.main_output)
+                       if page.exists()), None)
+        links["report"] = report.resolve().as_uri() if report is not None else None
         viewer = out / "viewer" / "index.html"
         links["viewer"] = viewer.resolve().as_uri() if viewer.exists() else None
     write_night(store, series, suite.name, night, run_id, pairs, links,
@@ -102,7 +105,8 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
     nights = read_nights(store, series=series, suite=suite.name)
     index = next(i for i, n in reversed(list(enumerate(nights))) if n.content["run_id"] ==
                  run_id)
-    return pairs, findings_of(nights, index, threshold)
+    findings = findings_of(nights, index, threshold)
+    return pairs, with_comparisons(store, out, findings) if out is not None else findings
 
 
 def emit_findings(findings: list[Finding], *, flush: bool = False) -> None:
@@ -135,7 +139,9 @@ def summary_lines(findings: list[Finding], found: list[Change]) -> list[str]:
         lines += ["## Regressions and improvements", ""]
         for f in findings:
             lines.append(f"- **{f.line()}**")
-            lines += [f"  - {c['sample']}: {c['before']} -> {c['after']}" for c in f.changed]
+            lines += [f"  - {c['sample']}: {c['before']} -> {c['after']}"
+                      + (f" ([side by side]({c['view']}))" if c.get("view") else "")
+                      for c in f.changed]
             if f.links.get("before_viewer") or f.links.get("after_viewer"):
                 lines.append(f"  - viewer: [before]({f.links.get('before_viewer')}) | "
                              f"[after]({f.links.get('after_viewer')})")

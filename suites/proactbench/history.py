@@ -31,3 +31,9 @@ def legacy_samples(samples: dict[str, list]) -> pl.DataFrame:
     value = pl.col("verdict").replace_strict(CREDIT, default=None, return_dtype=pl.Float64)
     return samples_frame(METRIC, frame.with_columns(
         value=value, count=pl.when(value.is_not_null()).then(1.0)), OVERALL)
+
+
+def view_sample(sample: str) -> str:
+    """The viewer's sample showing a history sample."""
+    uid, turn, _ = sample.rsplit("|", 2)
+    return f"{uid}:{turn}"

@@ -135,6 +135,9 @@ class ProactBench(Suite):
     def history_samples(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
         return history.history_samples(judgments_frame)
 
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
+
     def coverage(self, judgments_frame: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments_frame["status"]
         return int((status == "scored").sum()), judgments_frame.height, {

@@ -37,3 +37,8 @@ def history_samples(judgments: pl.DataFrame) -> pl.DataFrame:
         pl.concat_str("trace", "event_index", "sample_index", separator="|").alias("sample"),
         pl.col("trace").alias("unit"), pl.col("splits").alias("group"),
         verdict.alias("verdict"), *counts))
+
+
+def view_sample(sample: str) -> str:
+    """The viewer's sample showing a history sample."""
+    return sample.rsplit("|", 2)[0]  # the viewer shows a whole trace

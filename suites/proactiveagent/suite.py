@@ -299,6 +299,9 @@ class ProactiveAgent(Suite):
     def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return history.history_samples(judgments)
 
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
+
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments["status"]
         return int((status == "scored").sum()), judgments.height, {

@@ -31,3 +31,9 @@ def history_samples(judgments: pl.DataFrame) -> pl.DataFrame:
         pl.when(scored).then(verdict).alias("verdict"),
         pl.when(scored).then(value).alias("value"),
         pl.when(scored).then(1.0).alias("count")), ALL)
+
+
+def view_sample(sample: str) -> str:
+    """The viewer's sample showing a history sample."""
+    dataset, sample_id, _ = sample.split("|")
+    return f"{dataset}:{sample_id}"

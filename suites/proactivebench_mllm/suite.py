@@ -292,6 +292,9 @@ class ProactiveBenchMllm(Suite):
     def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return history.history_samples(judgments)
 
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
+
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         final = judgments.filter(pl.col("final"))["status"]
         return int(final.is_in(["scored", "image_error"]).sum()), final.len(), {

@@ -25,3 +25,9 @@ def history_samples(judgments: pl.DataFrame) -> pl.DataFrame:
                                        pl.col("final_score").fill_null("-"))).alias("verdict"),
         pl.when(scored).then(pauc).alias("value"),
         pl.when(scored).then(1.0).alias("count")), ALL_PARTS)
+
+
+def view_sample(sample: str) -> str:
+    """The viewer's sample showing a history sample."""
+    part, question_id = sample.split("|")[:2]  # the viewer shows every turn of a sample
+    return f"{part}:{question_id}"
