@@ -25,7 +25,9 @@ def add_history_command(commands: argparse._SubParsersAction) -> None:
         "history", help="each model's score per night, and the regressions that are real",
         description="Read the nights the sweeps recorded in the store (each sweep is one night "
                     "of its series: the sweep file's 'name'), print each (model or revision, "
-                    "judge) score per night with its 95 %% interval, the regressions and "
+                    "judge) score per night with its 95 %% interval (each suite's own figure: "
+                    "ProactBench's weighted score, Proactive Agent's F1, the multimodal acc or "
+                    "agg, the video PAUC), the regressions and "
                     "improvements between consecutive nights (paired over the samples both "
                     "scored), and write history.csv and history.html (a chart per suite and "
                     "group, intervals as bands, links to each night's report and viewer).",
@@ -41,8 +43,9 @@ def add_history_command(commands: argparse._SubParsersAction) -> None:
     history.add_argument("--since", type=_date, metavar="DATE",
                          help="only nights from this date on (e.g. 2026-11-01)")
     history.add_argument("--out", default="proactflow-history", metavar="DIR",
-                         help="folder for history.csv and history.html "
-                              "(default: ./proactflow-history)")
+                         help="folder for history.csv, history.html and compare/ (each "
+                              "regression's changed samples side by side in the viewer; "
+                              "default: ./proactflow-history)")
     history.set_defaults(handler=history_command)
 
 
