@@ -39,6 +39,8 @@ def test_nights_written_on_one_host_are_read_on_another(seaweed, tmp_path, monke
     assert done.returncode == 0, done.stderr
     assert "REGRESSION: openai/m judged by openai/reward (proactiveagent, demo_all): F1" in \
         done.stdout
+    assert "2026-11-03 02:00  proactiveagent  ckpt-3 (openai/m) judged by openai/reward: F1 " \
+           "demo_all " in done.stdout  # the split holding every trace: the widest group
     table = pl.read_csv(out / "history.csv")
     assert table["night"].str.slice(0, 10).unique().sort().to_list() == [
         "2026-11-01", "2026-11-02", "2026-11-03"]
