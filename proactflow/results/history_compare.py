@@ -56,8 +56,8 @@ def with_comparisons(store: ArtifactStore, out: Path, findings: list[Finding]
         groups.setdefault(finding.evaluations, []).append(finding)
     pages: dict[tuple[str, str], str | None] = {}
     for number, (pair, group) in enumerate(groups.items(), start=1):
-        page = _write(store, get_suite(group[0].suite), out / FOLDER / str(number), group)
-        pages[pair] = page.resolve().as_uri() if page is not None else None
+        written = _write(store, get_suite(group[0].suite), out / FOLDER / str(number), group)
+        pages[pair] = written.resolve().as_uri() if written is not None else None
     linked = []
     for finding in findings:
         page = pages[finding.evaluations]
