@@ -9,6 +9,7 @@ recorded as a sweep records it (history.pair_entry with the suite) in a store on
 
 from __future__ import annotations
 
+import json
 import types
 import typing
 from datetime import datetime, timezone
@@ -248,3 +249,50 @@ def test_the_changed_samples_of_a_regression_side_by_side(tmp_path, prefect_serv
         assert [r["evaluation"] for r in data["results"]] == [0, 1]  # both nights, in order
     index = page.read_text(encoding="utf-8")
     assert "openai/agent judged by openai/reward · night 1" in index and "· night 2" in index
+
+
+def test_every_suites_stored_evaluations_in_the_history_and_side_by_side(tmp_path,
+                                                                          prefect_server):
+    """On the stores real runs leave (viewer_stores.four_suites: ProactBench imported, the
+    three others run against fakes): each evaluation recorded as a night has its suite's own
+    figures, and each changed sample links to a sample the viewer of the two nights holds."""
+    from viewer_stores import four_suites
+
+    from proactflow.results.history_compare import with_comparisons
+    from proactflow.results.history_scores import Finding, pair_frame, pair_scores
+    from proactflow.suites import suite_names
+
+    store = ArtifactStore(four_suites(tmp_path))
+    seen = set()
+    for name in suite_names():
+        suite = get_suite(name)
+        if suite.history_metric is None:
+            continue
+        for key in sorted(store.keys(suite.stages.judgments)):
+            judgments = store.get_by_key(suite.stages.judgments, key).frame()
+            entry = pair_entry(suite, "m", "j", None, key, "", pl.DataFrame(), judgments)
+            scores = {row["group"]: row["score"] for row in pair_scores(name, entry)}
+            own = suite.score(judgments)
+            column, scale = {"proactbench": ("weighted_score", 1),
+                             "proactiveagent": ("f1", 1), "proactivebench-mllm": ("acc", 100),
+                             "proactivebench-video": ("pauc_0.5", 100)}[name]
+            group = {"proactbench": "phase", "proactiveagent": "split",
+                     "proactivebench-mllm": "dataset", "proactivebench-video": "part"}[name]
+            expected = {row[group]: None if row[column] is None else row[column] / scale
+                        for row in own.iter_rows(named=True)}
+            assert scores == pytest.approx(expected), name
+            _, frame = pair_frame(name, entry)
+            picked = frame.filter(pl.col("verdict").is_not_null())["sample"].unique().sort()[:2]
+            finding = Finding("regression", "s", name, "m", "j", "g", -1.0, -1.0, -1.0, 2,
+                              "night 1", "night 2",
+                              [{"sample": s, "before": "x", "after": "y"} for s in picked],
+                              evaluations=(key, key))
+            [linked] = with_comparisons(store, tmp_path / "compare" / name, [finding])
+            page = tmp_path / "compare" / name / "compare" / "1"
+            views = {c["view"].split("#t=")[1] for c in linked.changed}
+            assert len(list((page / "data").glob("t*.js"))) == len(views) > 0, name
+            index = (page / "index.html").read_text(encoding="utf-8")
+            assert all(json.dumps(view) in index for view in views), name
+            seen.add(name)
+    assert seen == {"proactbench", "proactiveagent", "proactivebench-mllm",
+                    "proactivebench-video"}
