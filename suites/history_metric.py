@@ -19,8 +19,8 @@ SAMPLE_COLUMNS = {"sample": pl.String, "unit": pl.String, "group": pl.String,
 """The columns of a night's samples frame before the metric's components (Float64): `sample`
 identifies a sample across nights, `unit` is the suite's own resampling unit (a ProactBench
 dialogue, a Proactive Agent trace, a multimodal or video sample), `group` what scores aggregate
-by (a sample in several groups has a row in each; an overall group is one more), `verdict` what
-a person reads of its outcome (None: not scored, left out of figures and comparisons)."""
+by (a sample in several groups has a row in each), `verdict` what a person reads of its outcome
+(None: not scored, left out of figures and comparisons)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,19 +33,25 @@ class HistoryMetric:
     """Per-sample numbers that add up over samples."""
     figure: pl.Expr
     """The figure over columns named as `components`, each a sum over the samples taken."""
+    overall: str | None = None
+    """The group every sample is in besides its own (ProactBench's OVERALL, the multimodal and
+    video suites' all): added when a night is read, never stored twice."""
 
 
-def mean_metric(name: str) -> HistoryMetric:
+def mean_metric(name: str, overall: str | None = None) -> HistoryMetric:
     """A figure that is the mean of a per-sample value: sum(value) / count."""
-    return HistoryMetric(name, ("value", "count"), pl.col("value") / pl.col("count"))
+    return HistoryMetric(name, ("value", "count"), pl.col("value") / pl.col("count"), overall)
 
 
-def samples_frame(metric: HistoryMetric, rows: pl.DataFrame, overall: str | None = None
-                  ) -> pl.DataFrame:
-    """`rows` (SAMPLE_COLUMNS and the metric's components) typed and ordered, with each sample
-    again in the `overall` group when given."""
+def samples_frame(metric: HistoryMetric, rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with exactly SAMPLE_COLUMNS and the metric's components, typed, in order."""
     schema = {**SAMPLE_COLUMNS, **{name: pl.Float64 for name in metric.components}}
-    frame = rows.select(pl.col(name).cast(dtype) for name, dtype in schema.items())
-    if overall is not None:
-        frame = pl.concat([frame, frame.with_columns(group=pl.lit(overall))])
-    return frame
+    return rows.select(pl.col(name).cast(dtype) for name, dtype in schema.items())
+
+
+def with_overall(metric: HistoryMetric, frame: pl.DataFrame) -> pl.DataFrame:
+    """A night's samples with each one again in the metric's overall group, if it has one."""
+    if metric.overall is None:
+        return frame
+    return pl.concat([frame, frame.unique("sample", keep="first", maintain_order=True)
+                      .with_columns(group=pl.lit(metric.overall))])

@@ -23,7 +23,7 @@ from proactflow.schemas.arrow import to_frame
 from proactflow.suites.base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from proactflow.suites.history_metric import mean_metric, samples_frame
 
-SHARE_CORRECT = mean_metric("share correct")
+SHARE_CORRECT = mean_metric("share correct", "all")
 
 
 class Question(BaseModel):
@@ -151,7 +151,7 @@ class ChainArithmetic(Suite):
             verdict=pl.when(scored).then(pl.when("correct").then(pl.lit("right"))
                                          .otherwise(pl.lit("wrong"))),
             value=pl.when(scored).then(pl.col("correct").cast(pl.Float64)),
-            count=pl.when(scored).then(1.0)), "all")
+            count=pl.when(scored).then(1.0)))
 
     def history_view_sample(self, sample: str) -> str:
         chain, step, _ = sample.split("|")

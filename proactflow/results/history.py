@@ -96,7 +96,16 @@ def pair_entry(suite: Suite, model: str, judge: str, revision: str | None,
                                     if "status" in responses.columns else responses),
             "judge_snapshot": snapshot_of(judgments), "notes": notes or [],
             "metric": suite.history_metric.name if suite.history_metric else None,
-            "samples": samples.to_dict(as_series=False) if samples is not None else None}
+            "samples": samples_record(samples) if samples is not None else None}
+
+
+def samples_record(samples: pl.DataFrame) -> dict[str, list[Any]]:
+    """A night's samples as its file keeps them: a list per column; `unit` left out where
+    every sample is its own unit (the multimodal and video suites' samples)."""
+    record = samples.to_dict(as_series=False)
+    if samples["unit"].equals(samples["sample"]):
+        del record["unit"]
+    return record
 
 
 def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, run_id: str,
@@ -107,7 +116,7 @@ def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, 
     name = f"{FOLDER}/{series_slug(series)}/{stamp}-{run_id[:8]}.json"
     return store.write_json(name, {"series": series, "suite": suite,
                                    "night": night.isoformat(), "run_id": run_id,
-                                   **links, **(extra or {}), "pairs": pairs})
+                                   **links, **(extra or {}), "pairs": pairs}, compact=True)
 
 
 def read_nights(store: ArtifactStore, *, series: str | None = None, suite: str | None = None,

@@ -68,16 +68,23 @@ def night_figure(metric: HistoryMetric, scored: pl.DataFrame
     return score, low, high
 
 
-def paired_difference(metric: HistoryMetric, both: pl.DataFrame
-                      ) -> tuple[float | None, float | None, float | None]:
-    """(later minus earlier figure, interval low, high) over samples both nights scored: each
-    sample's components, and the later night's with the suffix AFTER."""
-    columns = [*metric.components, *(name + AFTER for name in metric.components)]
+def _paired_columns(metric: HistoryMetric) -> list[str]:
+    return [*metric.components, *(name + AFTER for name in metric.components)]
+
+
+def paired_delta(metric: HistoryMetric, both: pl.DataFrame) -> float | None:
+    """Later minus earlier figure over samples both nights scored: each sample's components,
+    and the later night's with the suffix AFTER."""
     if both.is_empty():
-        return None, None, None
-    totals = both.select(pl.col(columns).sum())
+        return None
+    totals = both.select(pl.col(_paired_columns(metric)).sum())
     before, after = _value(figure(metric, totals)), _value(figure(metric, totals, AFTER))
-    delta = None if before is None or after is None else after - before
+    return None if before is None or after is None else after - before
+
+
+def paired_interval(metric: HistoryMetric, both: pl.DataFrame
+                    ) -> tuple[float | None, float | None]:
+    """The 95 % interval of paired_delta, both nights' figures taken on the same draws."""
+    columns = _paired_columns(metric)
     draws = _draws(_per_unit(both, columns), columns)
-    low, high = _interval(figure(metric, draws, AFTER) - figure(metric, draws))
-    return delta, low, high
+    return _interval(figure(metric, draws, AFTER) - figure(metric, draws))

@@ -21,9 +21,9 @@ import polars as pl
 
 from ..common.errors import UserError
 from ..suites import get_suite
-from ..suites.history_metric import HistoryMetric, samples_frame
+from ..suites.history_metric import HistoryMetric, samples_frame, with_overall
 from .history import Night
-from .history_bootstrap import AFTER, night_figure, paired_difference
+from .history_bootstrap import AFTER, night_figure, paired_delta, paired_interval
 
 
 def snapshot_text(snapshot: dict[str, Any] | None) -> str:
@@ -57,14 +57,20 @@ def pair_frame(suite: str, pair: dict[str, Any]) -> tuple[HistoryMetric, pl.Data
     if suite == "proactbench" and "count" not in samples:  # recorded before the seam
         from ..suites.proactbench.history import legacy_samples
 
-        return metric, legacy_samples(samples)
+        return metric, with_overall(metric, legacy_samples(samples))
     if not set(metric.components) <= set(samples):
         return None
-    return metric, samples_frame(metric, pl.DataFrame(samples))
+    frame = pl.DataFrame(samples)
+    if "unit" not in frame.columns:  # each sample its own unit (history.samples_record)
+        frame = frame.with_columns(unit=pl.col("sample"))
+    return metric, with_overall(metric, samples_frame(metric, frame))
 
 
 def pair_scores(suite: str, pair: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per group: samples scored, the figure and its interval."""
+    """Per group: samples scored, the figure and its interval; as the night recorded them when
+    it did (nightly.record_pairs: computed once, when the sweep ends)."""
+    if pair.get("scores"):
+        return list(pair["scores"])
     found = pair_frame(suite, pair)
     if found is None:
         return []
@@ -135,6 +141,8 @@ def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
             after: tuple[Night, dict[str, Any]], threshold: float) -> list[Finding]:
     """The findings between two nights of one (model, judge), one per group at most."""
     (night_a, pair_a), (night_b, pair_b) = before, after
+    if pair_a.get("judgments") and pair_a.get("judgments") == pair_b.get("judgments"):
+        return []  # the same evaluation (the cache answered): the same verdicts
     found_a, found_b = pair_frame(suite, pair_a), pair_frame(suite, pair_b)
     if found_a is None or found_b is None or judge_break(pair_a, pair_b):
         return []
@@ -143,9 +151,11 @@ def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
             .filter(pl.col("verdict").is_not_null() & pl.col("verdict" + AFTER).is_not_null()))
     findings = []
     for (group,), part in both.group_by("group", maintain_order=True):
-        delta, low, high = paired_difference(metric, part)
-        if delta is None or low is None or high is None or (low <= 0 <= high) \
-                or abs(delta) <= threshold:
+        delta = paired_delta(metric, part)
+        if delta is None or abs(delta) <= threshold:  # never a finding: no draw needed
+            continue
+        low, high = paired_interval(metric, part)
+        if low is None or high is None or low <= 0 <= high:
             continue
         changed = part.filter(pl.col("verdict") != pl.col("verdict" + AFTER)).sort("sample")
         findings.append(Finding(

@@ -87,11 +87,13 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
         responses = store.get_by_key(stages.responses, keys[stages.responses]).frame()
         judgments = store.get_by_key(stages.judgments, keys[stages.judgments]).frame()
         model, judge = settings.model_under_test.model, settings.judge_name
-        pairs.append(pair_entry(
+        entry = pair_entry(
             suite, model, judge, settings.model_under_test.revision,
             keys[stages.judgments], keys[stages.responses], responses, judgments,
             [line for (role, name), line in notes.items()
-             if (role, name) in (("model", model), ("judge", judge))]))
+             if (role, name) in (("model", model), ("judge", judge))])
+        # Each figure and its interval once, now: `proactflow history` reads them.
+        pairs.append({**entry, "scores": pair_scores(suite.name, entry)})
     links: dict[str, str | None] = {"report": None, "viewer": None}
     if out is not None:
         # A sweep's report page; a labelled run writes none: its suite's main export instead.

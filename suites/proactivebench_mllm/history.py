@@ -8,9 +8,7 @@ import polars as pl
 
 from ..history_metric import mean_metric, samples_frame
 
-METRIC = mean_metric("headline (MCQA acc, OEG agg)")
-ALL = "all"
-"""The group pooling every dataset, as the scores' own."""
+METRIC = mean_metric("headline (MCQA acc, OEG agg)", "all")  # the scores' group of every dataset
 
 
 def history_samples(judgments: pl.DataFrame) -> pl.DataFrame:
@@ -30,7 +28,7 @@ def history_samples(judgments: pl.DataFrame) -> pl.DataFrame:
         sample.alias("sample"), sample.alias("unit"), pl.col("dataset").alias("group"),
         pl.when(scored).then(verdict).alias("verdict"),
         pl.when(scored).then(value).alias("value"),
-        pl.when(scored).then(1.0).alias("count")), ALL)
+        pl.when(scored).then(1.0).alias("count")))
 
 
 def view_sample(sample: str) -> str:

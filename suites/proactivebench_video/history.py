@@ -10,7 +10,7 @@ from ..history_metric import mean_metric, samples_frame
 from .pauc import omega_column
 from .scoring import ALL_PARTS
 
-METRIC = mean_metric("PAUC at omega 0.5")
+METRIC = mean_metric("PAUC at omega 0.5", ALL_PARTS)
 
 
 def history_samples(judgments: pl.DataFrame) -> pl.DataFrame:
@@ -24,7 +24,7 @@ def history_samples(judgments: pl.DataFrame) -> pl.DataFrame:
         pl.when(scored).then(pl.format("PAUC {} (final score {})", pauc.round(3),
                                        pl.col("final_score").fill_null("-"))).alias("verdict"),
         pl.when(scored).then(pauc).alias("value"),
-        pl.when(scored).then(1.0).alias("count")), ALL_PARTS)
+        pl.when(scored).then(1.0).alias("count")))
 
 
 def view_sample(sample: str) -> str:
