@@ -29,7 +29,7 @@ def add_history_command(commands: argparse._SubParsersAction) -> None:
         "history", help="each model's score per night, and the regressions that are real",
         description="Read the nights the sweeps recorded in the store (each sweep is one night "
                     "of its series: the sweep file's 'name'), print each (model or revision, "
-                    "judge) score per night with its 95 %% interval (each suite's own figure: "
+                    "judge) score per night with its 95 % interval (each suite's own figure: "
                     "ProactBench's weighted score, Proactive Agent's F1, the multimodal acc or "
                     "agg, the video PAUC), the regressions and "
                     "improvements between consecutive nights (paired over the samples both "
