@@ -249,6 +249,17 @@ def test_the_changed_samples_of_a_regression_side_by_side(tmp_path, prefect_serv
         assert [r["evaluation"] for r in data["results"]] == [0, 1]  # both nights, in order
     index = page.read_text(encoding="utf-8")
     assert "openai/agent judged by openai/reward · night 1" in index and "· night 2" in index
+    # A night that read another version of its judgments (a later --refresh wrote the one the
+    # store serves now) gets no page: it would show what that night did not see.
+    read = [n.pairs[0]["judgments_version"] for n in nights]
+    assert read == [ArtifactStore(store).get_by_key("proactiveagent_verdicts", n.pairs[0]["judgments"])
+                    .version for n in nights]
+    from dataclasses import replace
+
+    [unlinked] = with_comparisons(ArtifactStore(store), tmp_path / "again",
+                                  [replace(finding, versions=(read[0], read[1] + 1))])
+    assert "side_by_side" not in unlinked.links and "view" not in unlinked.changed[0]
+    assert not (tmp_path / "again" / "compare").exists()
 
 
 def test_every_suites_stored_evaluations_in_the_history_and_side_by_side(tmp_path,

@@ -4,7 +4,8 @@ both nights' responses and verdicts next to each other.
 
 One page per pair of nights, `<out>/compare/<n>/index.html`, shared by the findings of every
 group of that pair; each changed sample links to its place in it. A night whose artifacts are
-gone (`gc --forget-history`) has no page: its findings keep their verdicts, without the link.
+gone (`gc --forget-history`), or whose judgments a later `--refresh` replaced by another version
+(the store serves the newest), has no page: its findings keep their verdicts, without the link.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def _write(store: ArtifactStore, suite: Suite, folder: Path, findings: list[Find
         return None
     labels = (first.before, first.after)
     try:
+        if any(version is not None
+               and store.get_by_key(suite.stages.judgments, key).version != version
+               for key, version in zip(first.evaluations, first.versions)):
+            return None  # not what that night read: a page would show another night's
         if suite.name == PROACTBENCH:
             found = [evaluation_of(store, key) for key in first.evaluations]
             if any(e is None for e in found):

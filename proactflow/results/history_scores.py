@@ -112,6 +112,9 @@ class Finding:
     """The evaluation's variant, for a suite with more than one way to run."""
     evaluations: tuple[str, str] = ("", "")
     """The judgments artifact keys of the earlier and the later night."""
+    versions: tuple[int | None, int | None] = (None, None)
+    """The versions of those artifacts the nights read (artifact.Artifact.version; None: not
+    recorded)."""
 
     def line(self) -> str:
         where = ", ".join(part for part in (self.suite, self.variant, self.group) if part)
@@ -141,8 +144,6 @@ def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
             after: tuple[Night, dict[str, Any]], threshold: float) -> list[Finding]:
     """The findings between two nights of one (model, judge), one per group at most."""
     (night_a, pair_a), (night_b, pair_b) = before, after
-    if pair_a.get("judgments") and pair_a.get("judgments") == pair_b.get("judgments"):
-        return []  # the same evaluation (the cache answered): the same verdicts
     found_a, found_b = pair_frame(suite, pair_a), pair_frame(suite, pair_b)
     if found_a is None or found_b is None or judge_break(pair_a, pair_b):
         return []
@@ -167,7 +168,8 @@ def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
             {"before_viewer": night_a.content.get("viewer"),
              "after_viewer": night_b.content.get("viewer")},
             metric.name, str(pair_b.get("variant") or ""),
-            (str(pair_a.get("judgments") or ""), str(pair_b.get("judgments") or ""))))
+            (str(pair_a.get("judgments") or ""), str(pair_b.get("judgments") or "")),
+            (pair_a.get("judgments_version"), pair_b.get("judgments_version"))))
     return findings
 
 

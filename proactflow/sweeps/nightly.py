@@ -85,7 +85,8 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
     for settings, outcome in finished:
         keys = {stage["stage"]: stage["key"] for stage in outcome["stages"]}
         responses = store.get_by_key(stages.responses, keys[stages.responses]).frame()
-        judgments = store.get_by_key(stages.judgments, keys[stages.judgments]).frame()
+        judged = store.get_by_key(stages.judgments, keys[stages.judgments])
+        judgments = judged.frame()
         model, judge = settings.model_under_test.model, settings.judge_name
         entry = pair_entry(
             suite, model, judge, settings.model_under_test.revision,
@@ -93,7 +94,9 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
             [line for (role, name), line in notes.items()
              if (role, name) in (("model", model), ("judge", judge))])
         # Each figure and its interval once, now: `proactflow history` reads them.
-        pairs.append({**entry, "scores": pair_scores(suite.name, entry)})
+        # The version read: a later --refresh writes another under the same key.
+        pairs.append({**entry, "judgments_version": judged.version,
+                      "scores": pair_scores(suite.name, entry)})
     links: dict[str, str | None] = {"report": None, "viewer": None}
     if out is not None:
         # A sweep's report page; a labelled run writes none: its suite's main export instead.
