@@ -3,11 +3,12 @@
 A night is one JSON file, `history/<series>/<night>-<id>.json`, written through the store's own
 edge (a folder or S3), so any host that reads the store reads the series. It is
 self-contained: for each (model, judge) evaluated that night, the artifact keys, the snapshot
-that answered (served model and system fingerprint of the responses, and of the judge), and the
-verdict of every sample with the components of its suite's history metric (Suite.history_samples),
-each group's figure and interval as computed that night, and the version of the judgments read. The history's scores, intervals and regressions are computed from
-those verdicts (history_scores.py), so they stay readable after `gc` removed the artifacts;
-`gc` keeps the artifacts a night names anyway (its viewer links need them) unless told not to.
+that answered (served model and system fingerprint of the responses, and of the judge), the
+verdict of every sample with the components of its suite's history metric
+(Suite.history_samples), each group's figure and interval as computed that night, and the
+version of the judgments read. The history's scores, intervals and regressions come from those
+verdicts (history_scores.py), so they stay readable after `gc` removed the artifacts; `gc`
+keeps the artifacts a night names anyway (its viewer links need them) unless told not to.
 
 "Now" is `PROACTFLOW_NOW` (an ISO time) when set: nightly sweeps can be replayed on a fake
 clock.
