@@ -252,8 +252,9 @@ def test_the_changed_samples_of_a_regression_side_by_side(tmp_path, prefect_serv
     # A night that read another version of its judgments (a later --refresh wrote the one the
     # store serves now) gets no page: it would show what that night did not see.
     read = [n.pairs[0]["judgments_version"] for n in nights]
-    assert read == [ArtifactStore(store).get_by_key("proactiveagent_verdicts", n.pairs[0]["judgments"])
-                    .version for n in nights]
+    stage = get_suite("proactiveagent").stages.judgments
+    assert read == [ArtifactStore(store).get_by_key(stage, n.pairs[0]["judgments"]).version
+                    for n in nights]
     from dataclasses import replace
 
     [unlinked] = with_comparisons(ArtifactStore(store), tmp_path / "again",
