@@ -239,9 +239,11 @@ class ArtifactStore:
 
     # Run records and cached inputs.
 
-    def write_json(self, relative: str, value: Any) -> str:
-        """Write a JSON file (a run record: `runs/<name>.json`); returns where it is."""
-        data = (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
+    def write_json(self, relative: str, value: Any, *, compact: bool = False) -> str:
+        """Write a JSON file (a run record: `runs/<name>.json`); returns where it is.
+        `compact`: on one line, for a file holding long lists (a history night's samples)."""
+        data = (json.dumps(value, indent=None if compact else 2, ensure_ascii=False,
+                           separators=(",", ":") if compact else None) + "\n").encode()
         self._storage.replace(relative, data)
         return self._storage.location(relative)
 

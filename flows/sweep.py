@@ -131,8 +131,12 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     if out is not None:
         add_to_report(out / "report.html",
                       findings_section(findings, [c.line() for c in changed]))
+    # Stable keys per series: the Prefect UI shows each night's version of them one after the
+    # other, and two series never overwrite each other's. A sweep without a name is the series
+    # "sweep": sweep-leaderboard and sweep-report, as before series had names.
+    series = series_slug(config.name)
     if board is not None and out is not None:
-        await acreate_link_artifact(key="sweep-report",
+        await acreate_link_artifact(key=f"{series}-report",
                                     link=(out / "report.html").resolve().as_uri(),
                                     link_text="report.html",
                                     description=f"{suite.display_name} sweep report")
@@ -140,12 +144,12 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     markdown = _markdown(suite.display_name, headline, failures,
                          _cost_lines(usage) + probe_cost_lines(probes),
                          summary_lines(findings, changed))
-    # Stable keys: the Prefect UI shows each night's version of them one after the other.
-    await acreate_markdown_artifact(key="sweep-leaderboard", markdown=markdown,
-                                    description=f"{suite.display_name} sweep leaderboard")
+    await acreate_markdown_artifact(key=f"{series}-leaderboard", markdown=markdown,
+                                    description=f"{config.name}: {suite.display_name} sweep "
+                                                "leaderboard")
     if pairs:
-        await acreate_table_artifact(key=f"{series_slug(config.name)}-scores",
-                                     table=score_rows(night, pairs),
+        await acreate_table_artifact(key=f"{series}-scores",
+                                     table=score_rows(suite, night, pairs),
                                      description=f"{config.name}: scores of the night")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ from ..config.settings import ModelRole, RunSettings
 from ..providers.chat import ChatOutcome, ChatRequest
 from .declarations import (DataSource, Prompts, SampleView, StageNames, Step, Tables, ViewColumn,
                            ViewSpec)
+from .history_metric import HistoryMetric
 
 
 class Suite(ABC):
@@ -300,6 +301,23 @@ class Suite(ABC):
         """`variant_name` from a run's settings, before any table exists: the console's title
         and a sweep's folder names carry it."""
         return ""
+
+    # The history of nights (results/history*.py): a figure per night, paired comparisons.
+
+    history_metric: ClassVar[HistoryMetric | None] = None
+    """The figure the history charts and compares across nights; None: a night of this suite
+    is recorded without scores."""
+
+    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame | None:
+        """Each sample's verdict in one evaluation, as history_metric.samples_frame makes it
+        (sample, unit, group, verdict and the metric's components); None when the suite
+        declares no history_metric."""
+        return None
+
+    def history_view_sample(self, sample: str) -> str:
+        """The viewer's sample (SampleView.sample, the address's `t=`) showing a history
+        sample: where a regression's changed samples link to."""
+        return sample
 
     # The viewer (results/viewer.py): what a person reads of one sample.
 

@@ -184,6 +184,15 @@ def _events(api: str, name: str) -> list[dict]:
         return json.loads(response.read())["events"]
 
 
+def _artifacts(api: str, key: str) -> list[dict]:
+    request = urllib.request.Request(
+        f"{api}/artifacts/filter", method="POST", headers={"Content-Type": "application/json"},
+        data=json.dumps({"artifacts": {"key": {"any_": [key]}}, "limit": 50,
+                         "sort": "CREATED_DESC"}).encode())
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())
+
+
 def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     model = NightlyModel()
     fake.responders["nightly"] = model
@@ -242,7 +251,14 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert {c["sample"] for c in overall.changed} == scored_before - kept_sample
     assert all((c["before"], c["after"]) == ("PASS", "FAIL") for c in overall.changed)
     assert overall.samples == len(scored_before)
-    assert "Since the night before" in (tmp_path / "night4" / "report.html").read_text()
+    report = (tmp_path / "night4" / "report.html").read_text()
+    assert "Since the night before" in report
+    # The changed triggers side by side: a viewer of nights 3 and 4 holding only them.
+    compare = (tmp_path / "night4" / "compare" / "1" / "index.html").resolve().as_uri()
+    assert f"([side by side]({compare}#t=" in summary and f'href="{compare}#t=' in report
+    details = list((tmp_path / "night4" / "compare" / "1" / "data").glob("t*.js"))
+    assert len(details) == len(overall.changed)
+    assert all(d.read_text().count('"response":') == 2 for d in details)
 
     # Night 5: the served snapshot changed behind ckpt-4; noticed, and asked again.
     code, printed, summary, asked = results[5]
@@ -293,6 +309,13 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert overall_event["interval"] == pytest.approx([overall.ci_low, overall.ci_high])
     assert not _events(prefect_server, "proactflow.improvement")
 
+    # The series' artifacts: one key each, a version per night (the UI shows their history).
+    leaderboards = _artifacts(prefect_server, "nightly-leaderboard")
+    assert len(leaderboards) == 5 and "## Regressions and improvements" in \
+        leaderboards[1]["data"]  # night 4's, the one before the latest
+    assert len(_artifacts(prefect_server, "nightly-scores")) == 5
+    assert len(_artifacts(prefect_server, "nightly-report")) == 5
+
     # And the automation a user applies from the repository notified, once per finding.
     for _ in range(30):
         if len(webhook.received) >= len(payloads):
@@ -307,7 +330,10 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert f"{100 * overall.delta:+.1f} points" in "".join(notified)
 
 
-def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeypatch):
+def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeypatch,
+                                                 prefect_server):
+    """A point of a series like a sweep's night: recorded, compared, told to Prefect as the
+    same event, and charted with its report linked."""
     model = NightlyModel()
     fake.responders["nightly"] = model
     fake.responders["verdicts"] = verdict_judge
@@ -316,7 +342,8 @@ def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeyp
         monkeypatch.setenv("PROACTFLOW_NOW", f"2026-11-0{day}T09:00:00+00:00")
         model.bad = day == 2
         args = cli_args(fake, store, eval_model="openai/nightly", judge_model="openai/verdicts",
-                        extra=("--eval-revision", revision, "--label", "checkpoints"))
+                        extra=("--eval-revision", revision, "--label", "checkpoints",
+                               "--out", str(tmp_path / f"day{day}")))
         assert run_cli("run", args) == 0
     printed = capsys.readouterr().out
     assert "history: a night of series 'checkpoints'" in printed
@@ -329,3 +356,23 @@ def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeyp
     nights = read_nights(ArtifactStore(str(store)), series="checkpoints")
     assert [(n.date, n.pairs[0]["revision"]) for n in nights] == [
         ("2026-11-01 09:00", "ckpt-1"), ("2026-11-02 09:00", "ckpt-2")]
+
+    payloads: list[dict] = []
+    for _ in range(30):  # the server stores events a moment after it receives them
+        payloads = [e["payload"] for e in _events(prefect_server, "proactflow.regression")
+                    if e["payload"].get("series") == "checkpoints"]
+        if any(p["group"] == "OVERALL" for p in payloads):
+            break
+        time.sleep(1)
+    assert {(p["model"], p["suite"], p["group"]) for p in payloads} >= {
+        ("openai/nightly", "proactbench", "OVERALL")}
+    assert all(p["delta"] < 0 < p["samples"] and p["metric"] == "weighted score"
+               for p in payloads)
+
+    assert run_cli("history", ["--store", str(store), "--series", "checkpoints", "--out",
+                               str(tmp_path / "history")]) == 0
+    table = pl.read_csv(tmp_path / "history" / "history.csv").filter(group="OVERALL")
+    assert table["point"].str.slice(0, 6).to_list() == ["ckpt-1", "ckpt-2"]
+    assert table["score"][1] < table["score"][0]
+    page = (tmp_path / "history" / "history.html").read_text()
+    assert "<svg" in page and (tmp_path / "day2" / "metrics.json").resolve().as_uri() in page

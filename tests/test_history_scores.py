@@ -107,8 +107,8 @@ def test_gc_keeps_what_the_history_names_unless_told_otherwise(tmp_path, capsys)
     assert len(read_nights(store)) == 1  # the history itself stays
     assert run_cli("history", ["--store", str(tmp_path / "store"), "--out",
                                str(tmp_path / "h")]) == 0
-    assert "2026-11-01 02:00  proactbench  r1, m-snap (f) (m) judged by j: 100.0" in \
-        capsys.readouterr().out
+    assert "2026-11-01 02:00  proactbench  r1, m-snap (f) (m) judged by j: weighted score " \
+           "OVERALL 100.0" in capsys.readouterr().out
 
 
 def test_history_of_an_empty_store_is_one_line(tmp_path, capsys):

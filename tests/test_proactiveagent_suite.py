@@ -296,6 +296,15 @@ api_base = "{fake.url}"
     assert summary.startswith("# ProactiveBench sweep") and "openai/other" in summary
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "ProactiveBench (Proactive Agent, THUNLP)" in page and "F1 per split" in page
+    # The night is recorded in the history with the suite's own figure: F1 per split.
+    from proactflow.cache.artifacts import ArtifactStore
+    from proactflow.results.history import read_nights
+
+    [night] = read_nights(ArtifactStore(tmp_path / "store"), series="sweep")
+    f1 = {(pair["model"], score["group"]): score["score"] for pair in night.pairs
+          for score in pair["scores"] if score["metric"] == "F1"}
+    assert f1 == pytest.approx({(row["model"], row["split"]): float(row["f1"])
+                                for row in board})
 
 
 def test_report_shows_measured_rows_and_published_numbers_labelled(served, tmp_path):

@@ -47,7 +47,7 @@ def test_a_suite_defined_in_tests_runs_without_touching_the_generic_code(tmp_pat
     with FakeOpenAI({"calc": calculator}) as fake:
         args = ["--suite", "tiny", "--corpus", str(corpus), "--eval-model", "openai/calc",
                 "--eval-api-base", fake.url, "--store", str(tmp_path / "store"),
-                "--out", str(tmp_path / "out")]
+                "--out", str(tmp_path / "out"), "--label", "chains"]
         assert run_cli("run", args) == 0
         assert fake.calls["calc"] == 4
         scores = {row["level"]: row for row in
@@ -67,6 +67,17 @@ def test_a_suite_defined_in_tests_runs_without_touching_the_generic_code(tmp_pat
     assert [s["name"] for s in index["suites"]] == ["tiny"]
     assert [c[0] for c in index["suites"][0]["columns"]] == ["chain", "step", "level"]
     assert len(index["rows"]) == 4 and len(list((tmp_path / "viewer" / "data").iterdir())) == 4
+    # Both runs are nights of series "chains" (--label), charted by the suite's history metric;
+    # the same answers twice are no finding.
+    assert run_cli("history", ["--store", str(tmp_path / "store"), "--series", "chains",
+                               "--out", str(tmp_path / "history")]) == 0
+    history = (tmp_path / "history" / "history.csv").read_text(encoding="utf-8").splitlines()
+    rows = [dict(zip(history[0].split(","), line.split(","))) for line in history[1:]]
+    assert {(r["group"], r["metric"], r["score"]) for r in rows} == {
+        ("easy", "share correct", "1.0"), ("hard", "share correct", "0.5"),
+        ("all", "share correct", "0.75")}
+    assert len(rows) == 6 and "REGRESSION" not in (tmp_path / "history" / "history.html") \
+        .read_text(encoding="utf-8")
 
 
 def test_unknown_suite_is_one_line_listing_the_known_ones(capsys):

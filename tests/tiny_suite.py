@@ -21,6 +21,9 @@ from proactflow.config.settings import ModelRole, RunSettings
 from proactflow.providers.chat import ChatOutcome, ChatRequest
 from proactflow.schemas.arrow import to_frame
 from proactflow.suites.base import DataSource, Prompts, StageNames, Step, Suite, Tables
+from proactflow.suites.history_metric import mean_metric, samples_frame
+
+SHARE_CORRECT = mean_metric("share correct", "all")
 
 
 class Question(BaseModel):
@@ -135,6 +138,24 @@ class ChainArithmetic(Suite):
         status = judgments["status"]
         return int((status == "scored").sum()), judgments.height, {
             "generation": int((status == "generation_error").sum())}
+
+    # The history of nights: each answer right or wrong, the share correct per level and
+    # overall, resampling chains (a chain's answers build on each other).
+    history_metric = SHARE_CORRECT
+
+    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        scored = pl.col("status") == "scored"
+        return samples_frame(SHARE_CORRECT, judgments.select(
+            sample=pl.concat_str("chain", "step", "sample_index", separator="|"),
+            unit="chain", group="level",
+            verdict=pl.when(scored).then(pl.when("correct").then(pl.lit("right"))
+                                         .otherwise(pl.lit("wrong"))),
+            value=pl.when(scored).then(pl.col("correct").cast(pl.Float64)),
+            count=pl.when(scored).then(1.0)))
+
+    def history_view_sample(self, sample: str) -> str:
+        chain, step, _ = sample.split("|")
+        return f"{chain}:{step}"
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..common.errors import UserError
 from ..config.settings import default_store
 from .options import add_store_option
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def _date(text: str) -> datetime:
@@ -25,7 +29,9 @@ def add_history_command(commands: argparse._SubParsersAction) -> None:
         "history", help="each model's score per night, and the regressions that are real",
         description="Read the nights the sweeps recorded in the store (each sweep is one night "
                     "of its series: the sweep file's 'name'), print each (model or revision, "
-                    "judge) score per night with its 95 %% interval, the regressions and "
+                    "judge) score per night with its 95 % interval (each suite's own figure: "
+                    "ProactBench's weighted score, Proactive Agent's F1, the multimodal acc or "
+                    "agg, the video PAUC), the regressions and "
                     "improvements between consecutive nights (paired over the samples both "
                     "scored), and write history.csv and history.html (a chart per suite and "
                     "group, intervals as bands, links to each night's report and viewer).",
@@ -41,14 +47,27 @@ def add_history_command(commands: argparse._SubParsersAction) -> None:
     history.add_argument("--since", type=_date, metavar="DATE",
                          help="only nights from this date on (e.g. 2026-11-01)")
     history.add_argument("--out", default="proactflow-history", metavar="DIR",
-                         help="folder for history.csv and history.html "
-                              "(default: ./proactflow-history)")
+                         help="folder for history.csv, history.html and compare/ (each "
+                              "regression's changed samples side by side in the viewer; "
+                              "default: ./proactflow-history)")
     history.set_defaults(handler=history_command)
+
+
+def widest_groups(table: pl.DataFrame) -> pl.DataFrame:
+    """Per night and pair, the row of the group with the most samples scored (ProactBench's
+    OVERALL, the multimodal and video suites' all, Proactive Agent's split of every trace;
+    on a tie the later, where the overall group comes): the line the console prints;
+    history.csv has every group."""
+    return (table.with_row_index("order")
+            .sort("evaluated", "order", descending=True, nulls_last=True)
+            .group_by("night", "series", "model", "judge", "variant", maintain_order=True)
+            .first().sort("order").drop("order"))
 
 
 def history_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
     from ..results.history import read_nights
+    from ..results.history_compare import with_comparisons
     from ..results.history_page import write_history
     from ..results.history_scores import all_findings, history_table
 
@@ -65,14 +84,15 @@ def history_command(args: argparse.Namespace) -> int:
         raise UserError(f"no sweep nights recorded in {store.location('history')} for this "
                         "selection: run 'proactflow sweep' first")
     table = history_table(nights)
-    findings = all_findings(nights)
-    for row in table.filter(table["group"] == "OVERALL").iter_rows(named=True):
+    findings = with_comparisons(store, Path(args.out), all_findings(nights))
+    for row in widest_groups(table).iter_rows(named=True):
         interval = f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]" \
             if row["ci_low"] is not None else ""
         score = "-" if row["score"] is None else f"{100 * row['score']:.1f}"
         night = row["night"][:16].replace("T", " ")
-        print(f"{night}  {row['suite']}  {row['point']} ({row['model']}) judged by "
-              f"{row['judge']}: {score} {interval}"
+        variant = f" {row['variant']}" if row["variant"] else ""
+        print(f"{night}  {row['suite']}{variant}  {row['point']} ({row['model']}) judged by "
+              f"{row['judge']}: {row['metric']} {row['group']} {score} {interval}"
               + ("  [judge changed]" if row["judge_changed"] else ""))
     for finding in findings:
         print(finding.line())

@@ -156,7 +156,7 @@ def record_labelled_run(label: str, settings: Any, result: dict[str, Any]) -> No
 
     from ..results.history import now
     from ..run.pipeline import open_store, suite_of
-    from ..sweeps.nightly import record_pairs
+    from ..sweeps.nightly import emit_findings, record_pairs
 
     run_id = Path(str(result["record"])).name.removesuffix(".json").rsplit("-", 1)[-1]
     _, findings = record_pairs(open_store(settings), suite_of(settings), label, now(), run_id,
@@ -165,6 +165,8 @@ def record_labelled_run(label: str, settings: Any, result: dict[str, Any]) -> No
     print(f"history: a night of series {label!r} ('proactflow history --series {label}')")
     for finding in findings:
         print(finding.line())
+    with prefect_api():  # the server the run's flow reported to: the same events as a sweep's
+        emit_findings(findings, flush=True)
 
 
 def _dollars(cost: float | str) -> str:

@@ -99,8 +99,9 @@ def sweep_command(args: argparse.Namespace) -> int:
         print(f"CHANGED {line}")
     regressions = [f for f in result.get("findings", []) if f["kind"] == "regression"]
     for finding in result.get("findings", []):
+        where = ", ".join(part for part in (finding.get("variant"), finding["group"]) if part)
         print(f"{finding['kind'].upper():<12}{finding['model']} judged by {finding['judge']} "
-              f"({finding['group']}): {100 * finding['delta']:+.1f} points "
+              f"({where}): {finding['metric']} {100 * finding['delta']:+.1f} points "
               f"[{100 * finding['ci_low']:+.1f}, {100 * finding['ci_high']:+.1f}], "
               f"{len(finding['changed'])} samples changed verdict")
     return 1 if failures or (regressions and args.fail_on_regression) else 0

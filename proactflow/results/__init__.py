@@ -2,7 +2,8 @@
 its HTML (report.py, report_html.py), the per-trigger viewer (viewer.py, viewer_page.py,
 viewer_script.py), re-judging many evaluations (rejudge_all.py), importing published results
 (imports.py; ProactiveBench's published traces: published_traces.py), the sweeps' history of
-nights with its scores, regressions and page (history.py, history_scores.py, history_page.py),
+nights with its scores, intervals, regressions and page (history.py, history_scores.py,
+history_bootstrap.py, history_page.py),
 and removing what no kept run needs (store_gc.py).
 
 May import: common, prefect_server, schemas, cache, limits, config, providers, suites, stages,

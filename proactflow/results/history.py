@@ -3,10 +3,12 @@
 A night is one JSON file, `history/<series>/<night>-<id>.json`, written through the store's own
 edge (a folder or S3), so any host that reads the store reads the series. It is
 self-contained: for each (model, judge) evaluated that night, the artifact keys, the snapshot
-that answered (served model and system fingerprint of the responses, and of the judge), and the
-verdict of every sample. The history's scores, intervals and regressions are computed from
-those verdicts (history_scores.py), so they stay readable after `gc` removed the artifacts;
-`gc` keeps the artifacts a night names anyway (its viewer links need them) unless told not to.
+that answered (served model and system fingerprint of the responses, and of the judge), the
+verdict of every sample with the components of its suite's history metric
+(Suite.history_samples), each group's figure and interval as computed that night, and the
+version of the judgments read. The history's scores, intervals and regressions come from those
+verdicts (history_scores.py), so they stay readable after `gc` removed the artifacts; `gc`
+keeps the artifacts a night names anyway (its viewer links need them) unless told not to.
 
 "Now" is `PROACTFLOW_NOW` (an ISO time) when set: nightly sweeps can be replayed on a fake
 clock.
@@ -26,11 +28,10 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..common.errors import UserError
+from ..suites.base import Suite
 
 NOW_ENV = "PROACTFLOW_NOW"
 FOLDER = "history"
-CREDIT = {"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0}
-"""A verdict's credit: ProactBench's weighted score (PASS + 0.5 PARTIAL) / evaluated."""
 
 
 def now() -> datetime:
@@ -84,34 +85,29 @@ def snapshot_of(frame: pl.DataFrame) -> dict[str, str | None]:
     return {"served_model": model, "system_fingerprint": fingerprint_value}
 
 
-def sample_verdicts(suite: str, judgments: pl.DataFrame) -> dict[str, list[Any]] | None:
-    """Every sample's verdict, with its group and its resampling unit (the unit of the suite's
-    own intervals: a ProactBench dialogue); None for a suite the history cannot score yet."""
-    if suite != "proactbench":
-        return None
-    rows = judgments.sort("unique_id_eval", "turn", "sample_index")
-    scored = rows["status"] == "scored"
-    return {
-        "sample": [f"{u}|{t}|{i}" for u, t, i in zip(rows["unique_id_eval"].to_list(),
-                                                     rows["turn"].to_list(),
-                                                     rows["sample_index"].to_list())],
-        "unit": rows["unique_id_eval"].to_list(),
-        "group": rows["phase"].to_list(),
-        "verdict": [score if ok else None
-                    for score, ok in zip(rows["score"].to_list(), scored.to_list())],
-    }
-
-
-def pair_entry(suite: str, model: str, judge: str, revision: str | None,
+def pair_entry(suite: Suite, model: str, judge: str, revision: str | None,
                judgments_key: str, responses_key: str, responses: pl.DataFrame,
                judgments: pl.DataFrame, notes: list[str] | None = None) -> dict[str, Any]:
-    """What a night keeps of one (model, judge) evaluation."""
+    """What a night keeps of one (model, judge) evaluation: with every sample's verdict and its
+    metric's components when the suite declares a history metric."""
+    samples = suite.history_samples(judgments) if suite.history_metric is not None else None
     return {"model": model, "judge": judge, "revision": revision,
+            "variant": suite.variant_name(judgments),
             "judgments": judgments_key, "responses": responses_key,
             "snapshot": snapshot_of(responses.filter(pl.col("status") == "ok")
                                     if "status" in responses.columns else responses),
             "judge_snapshot": snapshot_of(judgments), "notes": notes or [],
-            "samples": sample_verdicts(suite, judgments)}
+            "metric": suite.history_metric.name if suite.history_metric else None,
+            "samples": samples_record(samples) if samples is not None else None}
+
+
+def samples_record(samples: pl.DataFrame) -> dict[str, list[Any]]:
+    """A night's samples as its file keeps them: a list per column; `unit` left out where
+    every sample is its own unit (the multimodal and video suites' samples)."""
+    record = samples.to_dict(as_series=False)
+    if samples["unit"].equals(samples["sample"]):
+        del record["unit"]
+    return record
 
 
 def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, run_id: str,
@@ -122,7 +118,7 @@ def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, 
     name = f"{FOLDER}/{series_slug(series)}/{stamp}-{run_id[:8]}.json"
     return store.write_json(name, {"series": series, "suite": suite,
                                    "night": night.isoformat(), "run_id": run_id,
-                                   **links, **(extra or {}), "pairs": pairs})
+                                   **links, **(extra or {}), "pairs": pairs}, compact=True)
 
 
 def read_nights(store: ArtifactStore, *, series: str | None = None, suite: str | None = None,

@@ -85,8 +85,11 @@ def _findings(findings: list[Finding]) -> str:
     for f in findings:
         links = " ".join(f'<a href="{html.escape(str(url))}">{name.replace("_", " ")}</a>'
                          for name, url in f.links.items() if url)
-        changed = "".join(f"<li>{html.escape(c['sample'])}: {c['before']} → {c['after']}</li>"
-                          for c in f.changed)
+        changed = "".join(
+            "<li>" + (f'<a href="{html.escape(c["view"])}">{html.escape(c["sample"])}</a>'
+                      if c.get("view") else html.escape(c["sample"]))
+            + f": {html.escape(str(c['before']))} → {html.escape(str(c['after']))}</li>"
+            for c in f.changed)
         items.append(f"<li><b>{html.escape(f.line())}</b> {links}<details><summary>the "
                      f"{len(f.changed)} samples that changed verdict</summary><ul>{changed}"
                      "</ul></details></li>")
@@ -112,17 +115,22 @@ def write_history(out: Path, table: pl.DataFrame, findings: list[Finding]) -> di
     write_atomic(out / "history.csv", table.write_csv().encode())
     sections = []
     nights = sorted(set(table["night"].to_list()))
-    ordered = table.with_columns(first=pl.col("group") != "OVERALL").sort("suite", "first",
-                                                                         "group")
-    for (suite, group), part in ordered.group_by("suite", "group", maintain_order=True):
-        sections.append(f"<div class='chart'><h2>{html.escape(str(suite))}: "
-                        f"{html.escape(str(group))}</h2>"
+    overall = pl.col("group").str.to_lowercase().is_in(["overall", "all"])
+    ordered = table.with_columns(first=~overall).sort("suite", "variant", "first", "group")
+    for (suite, variant, group, metric), part in ordered.group_by(
+            "suite", "variant", "group", "metric", maintain_order=True):
+        title = " ".join(str(name) for name in (suite, variant) if name)
+        sections.append(f"<div class='chart'><h2>{html.escape(title)}: "
+                        f"{html.escape(str(group))} <small>({html.escape(str(metric))})"
+                        "</small></h2>"
                         + _chart(part, [n for n in nights if n in set(part["night"])])
                         + "</div>")
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>Proactivity history</title><style>{STYLE}{CHARTS}</style></head><body>
 <h1>Proactivity over nights</h1>
-<p class="note">Weighted score per night with its 95 % bootstrap interval over dialogues (band).
+<p class="note">Each suite's figure per night (ProactBench: weighted score; Proactive Agent: F1;
+multimodal ProactiveBench: acc or agg; video ProactiveBench: PAUC at omega 0.5) with its 95 %
+bootstrap interval over the suite's own unit (band).
 A point is labelled where the revision or the served snapshot changes; a dashed line marks a
 judge that changed (scores on either side are not comparable). Changes between consecutive
 nights are paired over the samples both scored.</p>

@@ -1,12 +1,12 @@
 """Scores per night and the changes between nights that are real.
 
-A night's score of a (model, judge) per group (a ProactBench phase, and OVERALL) is the
-suite's weighted score with its 95 % bootstrap interval over the suite's resampling unit (a
-dialogue). Between two nights that evaluated the same (model, judge), the difference is taken
-over the samples both scored, paired: each replicate draws units with replacement and takes the
-difference of the two nights' scores on those same units, so the noise the two nights share
-(which dialogues happen to be in the corpus) cancels. A difference whose interval excludes 0
-and whose size exceeds the threshold is a finding: a regression or an improvement.
+A night's figure of a (model, judge) per group is the one its suite declares for the history
+(suites/history_metric.py: ProactBench's weighted score per phase, Proactive Agent's F1 per
+split, the multimodal suite's acc or agg per dataset, the video suite's PAUC per part), with
+its 95 % bootstrap interval over the suite's resampling unit. Between two nights that evaluated
+the same (model, judge, variant), the difference is taken over the samples both scored, paired
+on the same draws of units (history_bootstrap.py). A difference whose interval excludes 0 and
+whose size exceeds the threshold is a finding: a regression or an improvement.
 
 A judge whose served snapshot changed between the nights makes their scores not comparable:
 no finding is drawn across that break, and the history marks it.
@@ -19,11 +19,11 @@ from typing import Any
 
 import polars as pl
 
-from ..suites.proactbench.leaderboard import OVERALL, bootstrap_interval
-from .history import CREDIT, Night
-
-BOOTSTRAP_SAMPLES = 1000
-SEED = 0
+from ..common.errors import UserError
+from ..suites import get_suite
+from ..suites.history_metric import HistoryMetric, samples_frame, with_overall
+from .history import Night
+from .history_bootstrap import AFTER, night_figure, paired_delta, paired_interval
 
 
 def snapshot_text(snapshot: dict[str, Any] | None) -> str:
@@ -41,37 +41,46 @@ def point_label(pair: dict[str, Any]) -> str:
     return ", ".join(parts) or str(pair["model"])
 
 
-def _frame(pair: dict[str, Any]) -> pl.DataFrame | None:
-    samples = pair.get("samples")
-    if not samples:
+def metric_of(suite: str) -> HistoryMetric | None:
+    """The history metric of a suite known to this process (None: not scored here)."""
+    try:
+        return get_suite(suite).history_metric
+    except UserError:
         return None
-    frame = pl.DataFrame(samples, schema={"sample": pl.String, "unit": pl.String,
-                                          "group": pl.String, "verdict": pl.String})
-    frame = frame.with_columns(credit=pl.col("verdict").replace_strict(CREDIT, default=None,
-                                                                       return_dtype=pl.Float64))
-    return pl.concat([frame, frame.with_columns(group=pl.lit(OVERALL))])
 
 
-def _interval(per_unit: pl.DataFrame, credit: str, count: str) -> tuple[float | None,
-                                                                         float | None]:
-    return bootstrap_interval(list(zip(per_unit[credit].to_list(), per_unit[count].to_list())),
-                              samples=BOOTSTRAP_SAMPLES, seed=SEED)
+def pair_frame(suite: str, pair: dict[str, Any]) -> tuple[HistoryMetric, pl.DataFrame] | None:
+    """A recorded pair's samples, typed, with its suite's metric; None when it has none."""
+    samples, metric = pair.get("samples"), metric_of(suite)
+    if not samples or metric is None:
+        return None
+    if suite == "proactbench" and "count" not in samples:  # recorded before the seam
+        from ..suites.proactbench.history import legacy_samples
+
+        return metric, with_overall(metric, legacy_samples(samples))
+    if not set(metric.components) <= set(samples):
+        return None
+    frame = pl.DataFrame(samples)
+    if "unit" not in frame.columns:  # each sample its own unit (history.samples_record)
+        frame = frame.with_columns(unit=pl.col("sample"))
+    return metric, with_overall(metric, samples_frame(metric, frame))
 
 
-def pair_scores(pair: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per group: samples scored, weighted score and its interval."""
-    frame = _frame(pair)
-    if frame is None:
+def pair_scores(suite: str, pair: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per group: samples scored, the figure and its interval; as the night recorded them when
+    it did (nightly.record_pairs: computed once, when the sweep ends)."""
+    if pair.get("scores"):
+        return list(pair["scores"])
+    found = pair_frame(suite, pair)
+    if found is None:
         return []
+    metric, frame = found
     rows = []
     for (group,), part in frame.group_by("group", maintain_order=True):
-        scored = part.filter(pl.col("credit").is_not_null())
-        per_unit = scored.group_by("unit").agg(credit=pl.col("credit").sum(),
-                                               count=pl.len().cast(pl.Float64)).sort("unit")
-        low, high = _interval(per_unit, "credit", "count")
-        rows.append({"group": group, "evaluated": scored.height,
-                     "score": float(scored["credit"].mean()) if scored.height else None,  # type: ignore[arg-type]
-                     "ci_low": low, "ci_high": high})
+        scored = part.filter(pl.col("verdict").is_not_null())
+        score, low, high = night_figure(metric, scored)
+        rows.append({"group": group, "metric": metric.name, "evaluated": scored.height,
+                     "score": score, "ci_low": low, "ci_high": high})
     return rows
 
 
@@ -97,10 +106,20 @@ class Finding:
     changed: list[dict[str, Any]] = field(default_factory=list)
     """The samples whose verdict changed: sample, before, after."""
     links: dict[str, Any] = field(default_factory=dict)
+    metric: str = "weighted score"
+    """The suite's history metric the delta is of."""
+    variant: str = ""
+    """The evaluation's variant, for a suite with more than one way to run."""
+    evaluations: tuple[str, str] = ("", "")
+    """The judgments artifact keys of the earlier and the later night."""
+    versions: tuple[int | None, int | None] = (None, None)
+    """The versions of those artifacts the nights read (artifact.Artifact.version; None: not
+    recorded)."""
 
     def line(self) -> str:
-        return (f"{self.kind.upper()}: {self.model} judged by {self.judge} ({self.suite}, "
-                f"{self.group}): {100 * self.delta:+.1f} points [{100 * self.ci_low:+.1f}, "
+        where = ", ".join(part for part in (self.suite, self.variant, self.group) if part)
+        return (f"{self.kind.upper()}: {self.model} judged by {self.judge} ({where}): "
+                f"{self.metric} {100 * self.delta:+.1f} points [{100 * self.ci_low:+.1f}, "
                 f"{100 * self.ci_high:+.1f}] over {self.samples} samples both nights scored, "
                 f"{self.before} -> {self.after}; {len(self.changed)} changed verdict")
 
@@ -116,33 +135,41 @@ def judge_break(before: dict[str, Any], after: dict[str, Any]) -> bool:
         (new.get("served_model"), new.get("system_fingerprint"))
 
 
+def _same(pair: dict[str, Any], other: dict[str, Any]) -> bool:
+    return all((pair.get(name) or "") == (other.get(name) or "")
+               for name in ("model", "judge", "variant"))
+
+
 def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
             after: tuple[Night, dict[str, Any]], threshold: float) -> list[Finding]:
     """The findings between two nights of one (model, judge), one per group at most."""
     (night_a, pair_a), (night_b, pair_b) = before, after
-    frame_a, frame_b = _frame(pair_a), _frame(pair_b)
-    if frame_a is None or frame_b is None or judge_break(pair_a, pair_b):
+    found_a, found_b = pair_frame(suite, pair_a), pair_frame(suite, pair_b)
+    if found_a is None or found_b is None or judge_break(pair_a, pair_b):
         return []
-    both = (frame_a.join(frame_b, on=["sample", "group"], suffix="_after")
-            .filter(pl.col("credit").is_not_null() & pl.col("credit_after").is_not_null()))
+    metric, frame_a = found_a
+    both = (frame_a.join(found_b[1], on=["sample", "group"], suffix=AFTER)
+            .filter(pl.col("verdict").is_not_null() & pl.col("verdict" + AFTER).is_not_null()))
     findings = []
     for (group,), part in both.group_by("group", maintain_order=True):
-        per_unit = part.group_by("unit").agg(
-            diff=(pl.col("credit_after") - pl.col("credit")).sum(),
-            count=pl.len().cast(pl.Float64)).sort("unit")  # the seeded draw's order
-        delta = float(per_unit["diff"].sum()) / float(per_unit["count"].sum())
-        low, high = _interval(per_unit, "diff", "count")
-        if low is None or high is None or (low <= 0 <= high) or abs(delta) <= threshold:
+        delta = paired_delta(metric, part)
+        if delta is None or abs(delta) <= threshold:  # never a finding: no draw needed
             continue
-        changed = part.filter(pl.col("verdict") != pl.col("verdict_after")).sort("sample")
+        low, high = paired_interval(metric, part)
+        if low is None or high is None or low <= 0 <= high:
+            continue
+        changed = part.filter(pl.col("verdict") != pl.col("verdict" + AFTER)).sort("sample")
         findings.append(Finding(
             "improvement" if delta > 0 else "regression", series, suite, pair_b["model"],
             pair_b["judge"], str(group), delta, low, high, part.height,
             f"{night_a.date} ({point_label(pair_a)})", f"{night_b.date} ({point_label(pair_b)})",
             [{"sample": s, "before": v, "after": w} for s, v, w in
-             changed.select("sample", "verdict", "verdict_after").rows()],
+             changed.select("sample", "verdict", "verdict" + AFTER).rows()],
             {"before_viewer": night_a.content.get("viewer"),
-             "after_viewer": night_b.content.get("viewer")}))
+             "after_viewer": night_b.content.get("viewer")},
+            metric.name, str(pair_b.get("variant") or ""),
+            (str(pair_a.get("judgments") or ""), str(pair_b.get("judgments") or "")),
+            (pair_a.get("judgments_version"), pair_b.get("judgments_version"))))
     return findings
 
 
@@ -150,7 +177,7 @@ def _previous(nights: list[Night], index: int, pair: dict[str, Any]
               ) -> tuple[Night, dict[str, Any]] | None:
     for night in reversed(nights[:index]):
         for earlier in night.pairs:
-            if (earlier["model"], earlier["judge"]) == (pair["model"], pair["judge"]):
+            if _same(earlier, pair):
                 return night, earlier
     return None
 
@@ -175,11 +202,12 @@ def history_table(nights: list[Night]) -> pl.DataFrame:
         for pair in night.pairs:
             previous = _previous(nights, index, pair)
             broken = previous is not None and judge_break(previous[1], pair)
-            for score in pair_scores(pair):
+            for score in pair_scores(night.suite, pair):
                 rows.append({
                     "series": night.series, "suite": night.suite,
                     "night": night.night.isoformat(), "model": pair["model"],
-                    "judge": pair["judge"], "point": point_label(pair),
+                    "judge": pair["judge"], "variant": pair.get("variant") or "",
+                    "point": point_label(pair),
                     "revision": pair.get("revision"),
                     "snapshot": snapshot_text(pair.get("snapshot")),
                     "judge_snapshot": snapshot_text(pair.get("judge_snapshot")),
@@ -187,9 +215,10 @@ def history_table(nights: list[Night]) -> pl.DataFrame:
                     "report": night.content.get("report"),
                     "viewer": night.content.get("viewer")})
     schema = {"series": pl.String, "suite": pl.String, "night": pl.String, "model": pl.String,
-              "judge": pl.String, "point": pl.String, "revision": pl.String,
-              "snapshot": pl.String, "judge_snapshot": pl.String, "judge_changed": pl.Boolean,
-              "group": pl.String, "evaluated": pl.Int64, "score": pl.Float64,
+              "judge": pl.String, "variant": pl.String, "point": pl.String,
+              "revision": pl.String, "snapshot": pl.String, "judge_snapshot": pl.String,
+              "judge_changed": pl.Boolean, "group": pl.String, "metric": pl.String,
+              "evaluated": pl.Int64, "score": pl.Float64,
               "ci_low": pl.Float64, "ci_high": pl.Float64, "report": pl.String,
               "viewer": pl.String}
     return pl.DataFrame(rows, schema=schema)

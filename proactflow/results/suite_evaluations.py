@@ -35,7 +35,8 @@ class SuiteEvaluation:
                                                          if self.variant else "")
 
 
-def _of(suite: "Suite", store: ArtifactStore, key: str) -> SuiteEvaluation | None:
+def suite_evaluation(suite: "Suite", store: ArtifactStore, key: str) -> SuiteEvaluation | None:
+    """The evaluation of one judgments artifact of `suite`; None when it holds no row."""
     artifact = store.get_by_key(suite.stages.judgments, key)
     frame = artifact.frame()
     if frame.is_empty():
@@ -62,7 +63,7 @@ def suite_evaluations(store: ArtifactStore, *, runs: list[str] | None = None,
         for key in sorted(store.keys(suite.stages.judgments)):
             if wanted is not None and key not in wanted:
                 continue
-            evaluation = _of(suite, store, key)
+            evaluation = suite_evaluation(suite, store, key)
             if evaluation is None or (not evaluation.complete and not include_incomplete):
                 continue
             if models and evaluation.model not in models:

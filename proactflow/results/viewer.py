@@ -99,11 +99,12 @@ def _evaluation_entry(evaluation: Evaluation | SuiteEvaluation, short: str,
 
 def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | None = None,
                store: ArtifactStore | None = None,
-               write_file: Callable[[str, Any], None] | None = None
-               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+               write_file: Callable[[str, Any], None] | None = None,
+               only: set[str] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The page's index and one detail record per sample (ProactBench: per trigger), for
     ProactBench's `evaluations` and the other suites' `others` (read from `store`, their
-    images handed to `write_file(name, bytes or path)`)."""
+    images handed to `write_file(name, bytes or path)`); with `only`, just those samples (as
+    the address names them: ProactBench's `<dialogue>:<turn>`)."""
     others = others or []
     suites: list[dict[str, Any]] = []
     samples: list[list[Any]] = []
@@ -114,7 +115,7 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
     shorts = _short_labels(everything)
     if evaluations:
         suites.append(PROACTBENCH_SPEC)
-        _add_proactbench(evaluations, samples, details, rows)
+        _add_proactbench(evaluations, samples, details, rows, only)
         entries += [_evaluation_entry(e, short, 0) for e, short in zip(evaluations, shorts)]
     by_suite: dict[str, int] = {}
     for number, (evaluation, short) in enumerate(zip(others, shorts[len(evaluations):]),
@@ -125,7 +126,9 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
             suites.append(_suite_spec(suite))
         entries.append(_evaluation_entry(evaluation, short, by_suite[suite.name]))
         assert store is not None, "other suites' evaluations are read from their store"
-        _add_views(by_suite[suite.name], number, suite.sample_views(store, evaluation.key),
+        views = suite.sample_views(store, evaluation.key)
+        _add_views(by_suite[suite.name], number,
+                   views if only is None else (v for v in views if v.sample in only),
                    samples, details, rows, write_file)
     index = {
         "suites": suites, "evaluations": entries,
@@ -142,11 +145,14 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
 
 
 def _add_proactbench(evaluations: list[Evaluation], samples: list[list[Any]],
-                     details: list[dict[str, Any]], rows: list[list[Any]]) -> None:
+                     details: list[dict[str, Any]], rows: list[list[Any]],
+                     only: set[str] | None = None) -> None:
     trigger_index: dict[tuple[str, int], int] = {}
     for number, evaluation in enumerate(evaluations):
         for trigger in evaluation.triggers.iter_rows(named=True):
             key = (trigger["unique_id_eval"], trigger["turn"])
+            if only is not None and f"{key[0]}:{key[1]}" not in only:
+                continue
             if key not in trigger_index:
                 trigger_index[key] = len(details)
                 rubric = trigger["rubric"] or {}
@@ -203,9 +209,9 @@ def _add_views(suite: int, number: int, views: Iterator[SampleView], samples: li
 
 def write_viewer(evaluations: list[Evaluation], folder: Path,
                  others: list[SuiteEvaluation] | None = None,
-                 store: ArtifactStore | None = None) -> Path:
+                 store: ArtifactStore | None = None, only: set[str] | None = None) -> Path:
     """Write the viewer into `folder` (replacing an earlier one); return its index.html.
-    Images go to `media/`, each file once."""
+    Images go to `media/`, each file once. `only`: just these samples (build_view)."""
     for name in ("data", "media"):
         if (folder / name).exists():
             shutil.rmtree(folder / name)
@@ -223,7 +229,7 @@ def write_viewer(evaluations: list[Evaluation], folder: Path,
         else:
             write_atomic(media / name, content)
 
-    index, details = build_view(evaluations, others, store, write_file)
+    index, details = build_view(evaluations, others, store, write_file, only)
     for place, detail in enumerate(details):
         write_atomic(data / f"t{place}.js", (
             f"proactflowTrigger({place},{_script_json(detail)});\n").encode("utf-8"))

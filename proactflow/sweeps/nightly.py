@@ -12,6 +12,7 @@ from typing import Any
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
 from ..results.history import latest_snapshots, pair_entry, read_nights, write_night
+from ..results.history_compare import with_comparisons
 from ..results.history_scores import Finding, findings_of, pair_scores
 from ..suites.base import Suite
 from .snapshot import PROBE_MAX_TOKENS, PROBE_PROMPT_TOKENS, Change, Probe, changes, probe_all
@@ -84,17 +85,24 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
     for settings, outcome in finished:
         keys = {stage["stage"]: stage["key"] for stage in outcome["stages"]}
         responses = store.get_by_key(stages.responses, keys[stages.responses]).frame()
-        judgments = store.get_by_key(stages.judgments, keys[stages.judgments]).frame()
+        judged = store.get_by_key(stages.judgments, keys[stages.judgments])
+        judgments = judged.frame()
         model, judge = settings.model_under_test.model, settings.judge_name
-        pairs.append(pair_entry(
-            suite.name, model, judge, settings.model_under_test.revision,
+        entry = pair_entry(
+            suite, model, judge, settings.model_under_test.revision,
             keys[stages.judgments], keys[stages.responses], responses, judgments,
             [line for (role, name), line in notes.items()
-             if (role, name) in (("model", model), ("judge", judge))]))
+             if (role, name) in (("model", model), ("judge", judge))])
+        # Each figure and its interval once, now: `proactflow history` reads them.
+        # The version read: a later --refresh writes another under the same key.
+        pairs.append({**entry, "judgments_version": judged.version,
+                      "scores": pair_scores(suite.name, entry)})
     links: dict[str, str | None] = {"report": None, "viewer": None}
     if out is not None:
-        report = out / "report.html"
-        links["report"] = report.resolve().as_uri() if report.exists() else None
+        # A sweep's report page; a labelled run writes none: its suite's main export instead.
+        report = next((page for page in (out / "report.html", out / suite.main_output)
+                       if page.exists()), None)
+        links["report"] = report.resolve().as_uri() if report is not None else None
         viewer = out / "viewer" / "index.html"
         links["viewer"] = viewer.resolve().as_uri() if viewer.exists() else None
     write_night(store, series, suite.name, night, run_id, pairs, links,
@@ -102,12 +110,16 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
     nights = read_nights(store, series=series, suite=suite.name)
     index = next(i for i, n in reversed(list(enumerate(nights))) if n.content["run_id"] ==
                  run_id)
-    return pairs, findings_of(nights, index, threshold)
+    findings = findings_of(nights, index, threshold)
+    return pairs, with_comparisons(store, out, findings) if out is not None else findings
 
 
-def emit_findings(findings: list[Finding]) -> None:
-    """A Prefect event per finding, related to the sweep's flow run (Prefect adds it)."""
+def emit_findings(findings: list[Finding], *, flush: bool = False) -> None:
+    """A Prefect event per finding, related to the sweep's flow run (Prefect adds it). With
+    `flush` (outside a flow run: a labelled run's, after its flow ended), they are sent before
+    this returns, since no flow run's end sends them."""
     from prefect.events import emit_event
+    from prefect.events.worker import EventsWorker
 
     for f in findings:
         emit_event(
@@ -117,9 +129,12 @@ def emit_findings(findings: list[Finding]) -> None:
                       "proactflow.judge": f.judge, "proactflow.suite": f.suite,
                       "proactflow.group": f.group, "proactflow.series": f.series},
             payload={"model": f.model, "judge": f.judge, "suite": f.suite, "group": f.group,
-                     "series": f.series, "delta": f.delta, "interval": [f.ci_low, f.ci_high],
+                     "series": f.series, "metric": f.metric, "variant": f.variant,
+                     "delta": f.delta, "interval": [f.ci_low, f.ci_high],
                      "samples": f.samples, "before": f.before, "after": f.after,
                      "changed": f.changed[:50]})
+    if flush and findings:
+        EventsWorker.instance().drain()  # the worker emit_event used: sent, then stopped
 
 
 def summary_lines(findings: list[Finding], found: list[Change]) -> list[str]:
@@ -129,7 +144,9 @@ def summary_lines(findings: list[Finding], found: list[Change]) -> list[str]:
         lines += ["## Regressions and improvements", ""]
         for f in findings:
             lines.append(f"- **{f.line()}**")
-            lines += [f"  - {c['sample']}: {c['before']} -> {c['after']}" for c in f.changed]
+            lines += [f"  - {c['sample']}: {c['before']} -> {c['after']}"
+                      + (f" ([side by side]({c['view']}))" if c.get("view") else "")
+                      for c in f.changed]
             if f.links.get("before_viewer") or f.links.get("after_viewer"):
                 lines.append(f"  - viewer: [before]({f.links.get('before_viewer')}) | "
                              f"[after]({f.links.get('after_viewer')})")
@@ -141,7 +158,8 @@ def summary_lines(findings: list[Finding], found: list[Change]) -> list[str]:
     return lines
 
 
-def score_rows(night: datetime, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def score_rows(suite: Suite, night: datetime, pairs: list[dict[str, Any]]
+               ) -> list[dict[str, Any]]:
     """The night's scores as the rows of the sweep's table artifact."""
     return [{"night": night.isoformat(), "model": p["model"], "judge": p["judge"], **s}
-            for p in pairs for s in pair_scores(p)]
+            for p in pairs for s in pair_scores(suite.name, p)]

@@ -18,7 +18,7 @@ from ...common.errors import UserError
 from ...config.settings import ModelRole, RunSettings
 from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
-from . import judgments, phase_scores, responses, triggers
+from . import history, judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .leaderboard import build_leaderboard, with_rank_ranges
 from .tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
@@ -129,6 +129,14 @@ class ProactBench(Suite):
 
     def score(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
         return phase_scores.score_phases(judgments_frame)
+
+    history_metric = history.METRIC
+
+    def history_samples(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
+        return history.history_samples(judgments_frame)
+
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
 
     def coverage(self, judgments_frame: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments_frame["status"]

@@ -26,7 +26,7 @@ from ...config.settings import ModelRole, RunSettings
 from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from ..declarations import SampleView, ViewSpec
-from . import protocol, upstream
+from . import history, protocol, upstream
 from .data import TraceEvent, read_local_corpus
 from .outputs import write_outputs
 from .rules import (AGENT_INSTRUCTION, AGENT_SYSTEM, JUDGE_INSTRUCTION, JUDGE_SYSTEM,
@@ -293,6 +293,14 @@ class ProactiveAgent(Suite):
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return score_splits(judgments)
+
+    history_metric = history.METRIC
+
+    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        return history.history_samples(judgments)
+
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
 
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments["status"]

@@ -24,7 +24,7 @@ from ...config.settings import ModelRole, RunSettings
 from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from ..declarations import SampleView, ViewSpec
-from . import oeg, upstream
+from . import history, oeg, upstream
 from .corpus import check_every_image, check_first_images, read_corpus
 from .datasets import DATASETS, Dataset, parse_datasets
 from .episode import replayed, sample_json, sample_of, shown, step_record
@@ -286,6 +286,14 @@ class ProactiveBenchMllm(Suite):
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return scores(judgments)
+
+    history_metric = history.METRIC
+
+    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        return history.history_samples(judgments)
+
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
 
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         final = judgments.filter(pl.col("final"))["status"]

@@ -30,7 +30,7 @@ from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from ..declarations import SampleView, ViewSpec
-from . import judging
+from . import history, judging
 from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
 from .episode import FrameSets, sample_of, step_request, step_row
 from .frames import VideoDecodeError, decoder_versions
@@ -275,6 +275,14 @@ class ProactiveBenchVideo(Suite):
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return score_parts(judgments)
+
+    history_metric = history.METRIC
+
+    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        return history.history_samples(judgments)
+
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
 
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments["status"]

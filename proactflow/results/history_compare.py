@@ -1,0 +1,77 @@
+"""A regression side by side: for two nights a finding compares, the viewer (viewer.py) of the
+two nights' evaluations holding only the samples that changed verdict, where each sample shows
+both nights' responses and verdicts next to each other.
+
+One page per pair of nights, `<out>/compare/<n>/index.html`, shared by the findings of every
+group of that pair; each changed sample links to its place in it. A night whose artifacts are
+gone (`gc --forget-history`), or whose judgments a later `--refresh` replaced by another version
+(the store serves the newest), has no page: its findings keep their verdicts, without the link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import quote
+
+from ..cache.artifacts import ArtifactStore
+from ..suites import get_suite
+from ..suites.base import Suite
+from .evaluations import evaluation_of
+from .history_scores import Finding
+from .suite_evaluations import PROACTBENCH, suite_evaluation
+from .viewer import write_viewer
+
+FOLDER = "compare"
+
+
+def _write(store: ArtifactStore, suite: Suite, folder: Path, findings: list[Finding]
+           ) -> Path | None:
+    first = findings[0]
+    only = {suite.history_view_sample(c["sample"]) for f in findings for c in f.changed}
+    if not only or not all(first.evaluations):
+        return None
+    labels = (first.before, first.after)
+    try:
+        if any(version is not None
+               and store.get_by_key(suite.stages.judgments, key).version != version
+               for key, version in zip(first.evaluations, first.versions)):
+            return None  # not what that night read: a page would show another night's
+        if suite.name == PROACTBENCH:
+            found = [evaluation_of(store, key) for key in first.evaluations]
+            if any(e is None for e in found):
+                return None
+            return write_viewer([replace(e, label=f"{e.base_label} · {label}")
+                                 for e, label in zip(found, labels) if e is not None],
+                                folder, only=only)
+        others = [suite_evaluation(suite, store, key) for key in first.evaluations]
+        return write_viewer([], folder, [replace(e, label=f"{e.base_label} · {label}")
+                                         for e, label in zip(others, labels) if e is not None],
+                            store, only=only)
+    except FileNotFoundError:  # an artifact the night names is gone
+        return None
+
+
+def with_comparisons(store: ArtifactStore, out: Path, findings: list[Finding]
+                     ) -> list[Finding]:
+    """Write the side-by-side pages of `findings` under `out`; returns the findings with the
+    page in `links["side_by_side"]` and each changed sample's place in it as its `view`."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault(finding.evaluations, []).append(finding)
+    pages: dict[tuple[str, str], str | None] = {}
+    for number, (pair, group) in enumerate(groups.items(), start=1):
+        written = _write(store, get_suite(group[0].suite), out / FOLDER / str(number), group)
+        pages[pair] = written.resolve().as_uri() if written is not None else None
+    linked = []
+    for finding in findings:
+        page = pages[finding.evaluations]
+        if page is None:
+            linked.append(finding)
+            continue
+        suite = get_suite(finding.suite)
+        changed = [{**c, "view": page + "#t=" + quote(suite.history_view_sample(c["sample"]),
+                                                      safe="/:@")} for c in finding.changed]
+        linked.append(replace(finding, changed=changed,
+                              links={**finding.links, "side_by_side": page}))
+    return linked
