@@ -41,26 +41,46 @@ async def _nothing_to_log() -> None:
     return None
 
 
+def _unheard(logging_object: Any) -> bool:
+    """Inside `priced_per_stage()` with no success callback registered, globally or for the
+    call: nobody reads what litellm's success logging builds or sends."""
+    import litellm
+
+    return _PER_STAGE.get() and not (
+        litellm.callbacks or litellm.success_callback or litellm._async_success_callback
+        or getattr(logging_object, "dynamic_success_callbacks", None)
+        or getattr(logging_object, "dynamic_async_success_callbacks", None))
+
+
 def _skip_success_logging_without_callbacks(logging_class: Any) -> None:
     """After each reply litellm builds its standard logging payload (a copy of the request's
     messages, timings, hidden parameters: about 0.5 ms of CPU per call, measured) and hands it
-    to the success callbacks. With none registered, globally or for the call, nobody reads it:
-    inside `priced_per_stage()` it is then not built. The check runs when litellm asks for the
-    handler's coroutine, in the call's context, so any callback registered (Langfuse,
-    a custom logger) still gets every call."""
-    import litellm
+    to the success callbacks. With none registered (`_unheard`) it is not built. The check runs
+    when litellm asks for the handler's coroutine, in the call's context, so any callback
+    registered (Langfuse, a custom logger) still gets every call.
+
+    Before that, litellm's wrapper dispatches the reply to its logging: a task per call that
+    hands the handler's coroutine to its logging worker's queue, and a check for synchronous
+    callbacks. With nobody to hear it, that dispatch is skipped too (about 60 function calls
+    per call, and a task)."""
+    import litellm.utils
 
     original = logging_class.async_success_handler
 
     def async_success_handler(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _PER_STAGE.get() and not (
-                litellm.callbacks or litellm.success_callback or litellm._async_success_callback
-                or getattr(self, "dynamic_success_callbacks", None)
-                or getattr(self, "dynamic_async_success_callbacks", None)):
+        if _unheard(self):
             return _nothing_to_log()
         return original(self, *args, **kwargs)
 
     logging_class.async_success_handler = async_success_handler
+    dispatch = litellm.utils.dispatch_success_logging
+
+    def dispatch_success_logging(logging_obj: Any, *args: Any, **kwargs: Any) -> None:
+        if _unheard(logging_obj):
+            return None
+        return dispatch(logging_obj, *args, **kwargs)
+
+    litellm.utils.dispatch_success_logging = dispatch_success_logging  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
