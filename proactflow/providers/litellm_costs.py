@@ -61,8 +61,10 @@ def _skip_success_logging_without_callbacks(logging_class: Any) -> None:
 
     Before that, litellm's wrapper dispatches the reply to its logging: a task per call that
     hands the handler's coroutine to its logging worker's queue, and a check for synchronous
-    callbacks. With nobody to hear it, that dispatch is skipped too (about 60 function calls
-    per call, and a task)."""
+    callbacks; and it stamps the reply with metadata for them (`_hidden_params`: timings, the
+    API base, headers, read by callbacks and litellm's proxy, never by proactflow, whose rows
+    take the reply's content, usage, model and fingerprint). With nobody to hear them, both are
+    skipped too (about 130 function calls per call, and a task)."""
     import litellm.utils
 
     original = logging_class.async_success_handler
@@ -73,14 +75,24 @@ def _skip_success_logging_without_callbacks(logging_class: Any) -> None:
         return original(self, *args, **kwargs)
 
     logging_class.async_success_handler = async_success_handler
+    if getattr(litellm.utils.dispatch_success_logging, "__proactflow__", False):
+        return  # litellm's module functions are wrapped once per process
     dispatch = litellm.utils.dispatch_success_logging
+    stamp = litellm.utils.update_response_metadata
 
     def dispatch_success_logging(logging_obj: Any, *args: Any, **kwargs: Any) -> None:
         if _unheard(logging_obj):
             return None
         return dispatch(logging_obj, *args, **kwargs)
 
+    def update_response_metadata(*args: Any, **kwargs: Any) -> None:
+        if _unheard(kwargs["logging_obj"] if "logging_obj" in kwargs else args[1]):
+            return None
+        return stamp(*args, **kwargs)
+
+    dispatch_success_logging.__proactflow__ = True  # type: ignore[attr-defined]
     litellm.utils.dispatch_success_logging = dispatch_success_logging  # type: ignore[assignment]
+    litellm.utils.update_response_metadata = update_response_metadata  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
