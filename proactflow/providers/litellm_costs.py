@@ -91,8 +91,8 @@ def _skip_success_logging_without_callbacks(logging_class: Any) -> None:
         return stamp(*args, **kwargs)
 
     dispatch_success_logging.__proactflow__ = True  # type: ignore[attr-defined]
-    litellm.utils.dispatch_success_logging = dispatch_success_logging  # type: ignore[assignment]
-    litellm.utils.update_response_metadata = update_response_metadata  # type: ignore[assignment]
+    litellm.utils.dispatch_success_logging = dispatch_success_logging
+    litellm.utils.update_response_metadata = update_response_metadata
 
 
 @contextlib.contextmanager
