@@ -56,6 +56,12 @@ class CallThread:
         """The result of `operation`, run on the thread (committed, when it `writes`). It is
         queued before this first waits, so a caller cancelled meanwhile still has it run (a
         lease given back on cancellation is given back)."""
+        return await self.submit(operation, writes=writes)
+
+    def submit(self, operation: Callable[[], Any], *, writes: bool) -> "asyncio.Future[Any]":
+        """`operation` queued now; the future of its result (a future, not a coroutine, so a
+        caller that must see it through a cancellation shields it without a task of its
+        own)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self._lock:
@@ -65,7 +71,7 @@ class CallThread:
                                                 name=self._name, daemon=True)
                 self._thread.start()
             self._queue.put((operation, writes, loop, future))
-        return await future
+        return future
 
     def stop(self) -> None:
         """Run what is queued, then end the thread (and wait for it)."""

@@ -81,29 +81,34 @@ class CallCache:
 
     def claim(self, request_key: str, ttl: float) -> bool:
         """Take the lease on a request; False while another live holder has it."""
-        me = (_HOST, os.getpid())
         with self._leases.transact():
-            holder = self._leases.get(request_key)
-            if holder is not None:
-                host, pid = holder
-                if host != _HOST or pid == me[1] or _alive(pid):
-                    return False
-            self._leases.set(request_key, me, expire=ttl)
-            return True
+            return self._claim_in_transaction(request_key, ttl)
+
+    def _claim_in_transaction(self, request_key: str, ttl: float) -> bool:
+        me = (_HOST, os.getpid())
+        holder = self._leases.get(request_key)
+        if holder is not None:
+            host, pid = holder
+            if host != _HOST or pid == me[1] or _alive(pid):
+                return False
+        self._leases.set(request_key, me, expire=ttl)
+        return True
 
     def look_or_claim(self, request_key: str, ttl: float, *, look: bool = True
                       ) -> tuple[dict[str, Any] | None, bool]:
-        """The stored record (and no lease), else whether the lease is now this process's.
-        After a claim it looks once more: the previous holder may have stored its result and
-        let go between the first look and the claim."""
+        """The stored record (and no lease), else whether the lease is now this process's."""
+        with self._transaction():
+            return self.look_or_claim_in_transaction(request_key, ttl, look=look)
+
+    def look_or_claim_in_transaction(self, request_key: str, ttl: float, *, look: bool = True
+                                     ) -> tuple[dict[str, Any] | None, bool]:
+        """`look_or_claim` for a caller inside `_transaction()` (the cache's thread runs every
+        batch that writes in one): no other process can store a result or let a lease go
+        between the look and the claim, so one look is enough, where a look after the claim
+        cost a statement per call when each was a transaction of its own."""
         if look and (record := self.get(request_key)) is not None:
             return record, False
-        if not self.claim(request_key, ttl):
-            return None, False
-        if look and (record := self.get(request_key)) is not None:
-            self.release(request_key)
-            return record, False
-        return None, True
+        return None, self._claim_in_transaction(request_key, ttl)
 
     def store_and_release(self, request_key: str, record: dict[str, Any], *,
                           replace: bool = False) -> dict[str, Any]:
@@ -180,22 +185,22 @@ class LocalCallStore:
         self._closed = False
 
     async def get(self, request_key: str) -> dict[str, Any] | None:
-        return await self.cache.thread.run(partial(self.cache.get, request_key), writes=False)
+        return await self.cache.thread.submit(partial(self.cache.get, request_key), writes=False)
 
     async def get_many(self, request_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         def found() -> dict[str, dict[str, Any]]:
             records = ((key, self.cache.get(key)) for key in request_keys)
             return {key: record for key, record in records if record is not None}
-        return await self.cache.thread.run(found, writes=False)
+        return await self.cache.thread.submit(found, writes=False)
 
     async def put(self, request_key: str, record: dict[str, Any], *, replace: bool = False
                   ) -> dict[str, Any]:
-        return await self.cache.thread.run(
+        return await self.cache.thread.submit(
             partial(self.cache.put, request_key, record, replace=replace), writes=True)
 
     async def claim(self, request_key: str, ttl: float) -> bool:
         return await undone_if_cancelled(
-            self.cache.thread.run(partial(self.cache.claim, request_key, ttl), writes=True),
+            self.cache.thread.submit(partial(self.cache.claim, request_key, ttl), writes=True),
             lambda claimed: self.release(request_key) if claimed else None)
 
     async def look_or_claim(self, request_key: str, ttl: float, *, look: bool = True
@@ -203,21 +208,21 @@ class LocalCallStore:
         # The claim runs on the cache's thread even when its caller is cancelled meanwhile:
         # a lease it took is given back, not left to expire.
         return await undone_if_cancelled(
-            self.cache.thread.run(partial(self.cache.look_or_claim, request_key, ttl, look=look),
-                                  writes=True),
+            self.cache.thread.submit(partial(self.cache.look_or_claim_in_transaction, request_key,
+                                             ttl, look=look), writes=True),
             lambda outcome: self.release(request_key) if outcome[1] else None)
 
     async def store_and_release(self, request_key: str, record: dict[str, Any], *,
                                 replace: bool = False) -> dict[str, Any]:
-        return await self.cache.thread.run(
+        return await self.cache.thread.submit(
             partial(self.cache.store_and_release, request_key, record, replace=replace),
             writes=True)
 
     async def renew(self, request_key: str, ttl: float) -> None:
-        await self.cache.thread.run(partial(self.cache.renew, request_key, ttl), writes=True)
+        await self.cache.thread.submit(partial(self.cache.renew, request_key, ttl), writes=True)
 
     async def release(self, request_key: str) -> None:
-        await self.cache.thread.run(partial(self.cache.release, request_key), writes=True)
+        await self.cache.thread.submit(partial(self.cache.release, request_key), writes=True)
 
     async def close(self) -> None:
         if self._closed:

@@ -100,14 +100,14 @@ def test_an_uncached_call_costs_two_operations_of_the_store(tmp_path):
         cache = CallCache(tmp_path / "calls")
         client = ChatClient(role, cache, RuntimeOptions())
         operations = 0
-        run = cache.thread.run
+        submit = cache.thread.submit
 
-        async def counted(operation, *, writes):
+        def counted(operation, *, writes):
             nonlocal operations
             operations += 1
-            return await run(operation, writes=writes)
+            return submit(operation, writes=writes)
 
-        cache.thread.run = counted
+        cache.thread.submit = counted
         outcome = asyncio.run(client.call(ChatRequest.build(role, [("user", "hi")])))
     assert outcome.content == "fine" and not outcome.from_cache
     assert operations == 2  # look-or-claim, then store-and-release

@@ -54,3 +54,30 @@ def test_success_logging_is_skipped_inside_the_edge_only_while_no_callback_wants
         logging_object.dynamic_async_success_callbacks = ["custom"]
         asyncio.run(log("inside, a callback of the call"))
     assert ran == ["outside", "inside, a global callback", "inside, a callback of the call"]
+
+
+def test_a_reply_is_stamped_for_logging_only_when_a_callback_listens(monkeypatch):
+    """Through litellm over HTTP: inside the edge with nobody listening, the reply is not
+    stamped for the loggers (nor dispatched to them); a callback registered gets both back."""
+    import asyncio
+
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    from fake_openai import FakeOpenAI, Reply
+
+    litellm_costs.install()
+    with FakeOpenAI({"m": lambda _: Reply(content="fine")}) as fake:
+        async def ask():
+            with litellm_costs.priced_per_stage():
+                return await litellm.acompletion(
+                    model="openai/m", api_base=fake.url, api_key="no-key", max_retries=0,
+                    messages=[{"role": "user", "content": "hi"}])
+
+        unheard = asyncio.run(ask())
+        monkeypatch.setattr(litellm, "callbacks", [CustomLogger()])
+        heard = asyncio.run(ask())
+    assert unheard.choices[0].message.content == heard.choices[0].message.content == "fine"
+    assert unheard.usage == heard.usage and unheard.model == heard.model
+    assert "litellm_overhead_time_ms" not in (unheard._hidden_params or {})
+    assert "litellm_overhead_time_ms" in heard._hidden_params

@@ -40,6 +40,7 @@ _PLACEMENT_VARIABLES = {
 _VOLATILE_MODEL_FIELDS = {"created", "permission"}
 
 
+@lru_cache(maxsize=256)  # pure, and asked for by every request a run builds
 def normalise_endpoint(url: str) -> str:
     """One spelling per endpoint: lower-case scheme and host, loopback names as 127.0.0.1,
     default ports and trailing slashes dropped, userinfo and query values masked."""

@@ -41,26 +41,58 @@ async def _nothing_to_log() -> None:
     return None
 
 
+def _unheard(logging_object: Any) -> bool:
+    """Inside `priced_per_stage()` with no success callback registered, globally or for the
+    call: nobody reads what litellm's success logging builds or sends."""
+    import litellm
+
+    return _PER_STAGE.get() and not (
+        litellm.callbacks or litellm.success_callback or litellm._async_success_callback
+        or getattr(logging_object, "dynamic_success_callbacks", None)
+        or getattr(logging_object, "dynamic_async_success_callbacks", None))
+
+
 def _skip_success_logging_without_callbacks(logging_class: Any) -> None:
     """After each reply litellm builds its standard logging payload (a copy of the request's
     messages, timings, hidden parameters: about 0.5 ms of CPU per call, measured) and hands it
-    to the success callbacks. With none registered, globally or for the call, nobody reads it:
-    inside `priced_per_stage()` it is then not built. The check runs when litellm asks for the
-    handler's coroutine, in the call's context, so any callback registered (Langfuse,
-    a custom logger) still gets every call."""
-    import litellm
+    to the success callbacks. With none registered (`_unheard`) it is not built. The check runs
+    when litellm asks for the handler's coroutine, in the call's context, so any callback
+    registered (Langfuse, a custom logger) still gets every call.
+
+    Before that, litellm's wrapper dispatches the reply to its logging: a task per call that
+    hands the handler's coroutine to its logging worker's queue, and a check for synchronous
+    callbacks; and it stamps the reply with metadata for them (`_hidden_params`: timings, the
+    API base, headers, read by callbacks and litellm's proxy, never by proactflow, whose rows
+    take the reply's content, usage, model and fingerprint). With nobody to hear them, both are
+    skipped too (about 130 function calls per call, and a task)."""
+    import litellm.utils
 
     original = logging_class.async_success_handler
 
     def async_success_handler(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _PER_STAGE.get() and not (
-                litellm.callbacks or litellm.success_callback or litellm._async_success_callback
-                or getattr(self, "dynamic_success_callbacks", None)
-                or getattr(self, "dynamic_async_success_callbacks", None)):
+        if _unheard(self):
             return _nothing_to_log()
         return original(self, *args, **kwargs)
 
     logging_class.async_success_handler = async_success_handler
+    if getattr(litellm.utils.dispatch_success_logging, "__proactflow__", False):
+        return  # litellm's module functions are wrapped once per process
+    dispatch = litellm.utils.dispatch_success_logging
+    stamp = litellm.utils.update_response_metadata
+
+    def dispatch_success_logging(logging_obj: Any, *args: Any, **kwargs: Any) -> None:
+        if _unheard(logging_obj):
+            return None
+        return dispatch(logging_obj, *args, **kwargs)
+
+    def update_response_metadata(*args: Any, **kwargs: Any) -> None:
+        if _unheard(kwargs["logging_obj"] if "logging_obj" in kwargs else args[1]):
+            return None
+        return stamp(*args, **kwargs)
+
+    dispatch_success_logging.__proactflow__ = True  # type: ignore[attr-defined]
+    litellm.utils.dispatch_success_logging = dispatch_success_logging
+    litellm.utils.update_response_metadata = update_response_metadata
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import polars as pl
 
@@ -41,16 +41,20 @@ def build_triggers(rows: Sequence[CorpusRow], *, limit: int | None = None,
 
     A trigger whose turn has no user message stays, marked not evaluable with the reason.
     """
-    wanted = {phase.upper() for phase in phases}
-    out: list[TriggerRow] = []
-    for index, row in enumerate(rows[:limit] if limit else rows):
+    return to_frame(_trigger_rows(rows[:limit] if limit else rows,
+                                  {phase.upper() for phase in phases}), TriggerRow)
+
+
+def _trigger_rows(rows: Sequence[CorpusRow], wanted: set[str]) -> Iterator[TriggerRow]:
+    """Made one at a time as the table takes them: never all held at once."""
+    for index, row in enumerate(rows):
         for point in row.trigger_points:
             phase = point.evaluation_rubric.type.value
             if phase not in wanted:
                 continue
             context, user_message, curation_response = trigger_context(row, point.turn)
             evaluable = user_message is not None
-            out.append(TriggerRow(
+            yield TriggerRow(
                 unique_id_eval=row.unique_id_eval,
                 dialogue_index=index,
                 blueprint_id=row.blueprint_id,
@@ -67,5 +71,4 @@ def build_triggers(rows: Sequence[CorpusRow], *, limit: int | None = None,
                 curation_response=curation_response,
                 evaluable=evaluable,
                 unevaluable_reason=None if evaluable else f"no user message at turn {point.turn}",
-            ))
-    return to_frame(out, TriggerRow)
+            )
