@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..common.environment import seconds_from_environment
 from ..common.errors import UserError
 
 START_TIMEOUT_ENV = "PROACTFLOW_PREFECT_SERVER_TIMEOUT"
@@ -46,17 +47,9 @@ PARENT_ENV = "PROACTFLOW_PREFECT_SERVER_PARENT"
 
 
 def start_timeout() -> float:
-    value = os.environ.get(START_TIMEOUT_ENV, "").strip()
-    if not value:
-        return START_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise UserError(f"{START_TIMEOUT_ENV}={value!r}: give the seconds to wait for the "
-                        "temporary Prefect server, a positive number")
-    return seconds
+    return seconds_from_environment(START_TIMEOUT_ENV, START_TIMEOUT, zero_allowed=False,
+                                    expected="give the seconds to wait for the temporary "
+                                             "Prefect server, a positive number")
 
 
 class TemporaryServer:
