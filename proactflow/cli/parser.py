@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "ask to move an occluder, rotate, deblur... before it names the category, "
                     "acc and proactive steps per dataset); the video ProactiveBench (--suite "
                     "proactivebench-video: a video model watches second by second and answers "
-                    "when it should, PAUC per part). Every stage is a cached Parquet artifact, "
-                    "run as a Prefect flow.",
+                    "when it should, PAUC per part). Every stage is a cached Parquet artifact; "
+                    "with PREFECT_API_URL set, a run is a Prefect flow on that server.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     specs = {
