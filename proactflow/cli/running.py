@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from ..common.errors import UserError
 from ..common.gcpolicy import freeze_start_up_heap
+from ..common.heap import give_back_freed_heap
 from ..common.redaction import redact_url
 from ..config.settings import RunSettings
 from ..prefect_server.api import prefect_api, reports_to_prefect, start_temporary_server
@@ -138,6 +139,7 @@ def run_command(args: argparse.Namespace) -> int:
     if not go:
         return 0
     freeze_start_up_heap()
+    give_back_freed_heap()
     result = run_flow("rejudge" if args.command == "rejudge" else "run", settings,
                       temporary_server=temporary_server)
     print_scores(settings, result["scores"], result["complete"])
