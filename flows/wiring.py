@@ -1,13 +1,13 @@
-"""The wiring of one evaluation (samples → responses → judgments → scores) and of a re-judging,
+"""The wiring of one evaluation (samples → responses → judgments → scores) and of a re-judging:
 shared by the Prefect flows of evaluate.py and by a run that reports to no Prefect API.
 
 A run without PREFECT_API_URL has nobody to report to: it calls the same stage functions and
-the same wiring, in the command's process, without importing Prefect (about 1.3 s of CPU and
-70 MB) or starting a server for it (about 190 MB and 4 s of CPU, docs/benchmarks.md). Only what
-Prefect itself shows is left out: the flow and task runs and their two artifacts (the score
-table and the link to the exports, both also in the store and the run record). The stages'
-progress goes to the command's log. What the wiring needs from Prefect, when there is one, is
-behind `Tracking`.
+the same wiring, in the command's process, without importing Prefect (about a second of CPU
+and 36 MB) or starting a server for it (about 190 MB and 4 s of CPU, docs/benchmarks.md). Only
+what Prefect itself shows is left out: the flow and task runs and their two artifacts, the
+scores' table (the scores artifact is in the store) and a link to the exports (their paths are
+in the run record). The stages' progress goes to the command's log. What the wiring needs from
+Prefect, when there is one, is behind `Tracking`.
 """
 
 from __future__ import annotations

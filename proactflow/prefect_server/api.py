@@ -181,7 +181,7 @@ def _could_configure_prefect() -> bool:
 
 def reports_to_prefect() -> bool:
     """Whether PREFECT_API_URL names a server, in the environment or in Prefect's settings.
-    Prefect's settings are read (importing Prefect: a second of CPU and 70 MB) only where
+    Prefect's settings are read (importing Prefect: a second of CPU and 36 MB) only where
     something beside the environment could name one: Prefect is imported already (settings
     changed in this process count), or one of its settings files is there."""
     if os.environ.get("PREFECT_API_URL", "").strip():
