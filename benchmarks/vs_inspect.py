@@ -7,7 +7,10 @@ Both answer ProactBench triggers through the same fake OpenAI-compatible endpoin
 (benchmarks/async_fake.py, a process of its own, not counted) with 32 connections:
 
 - proactflow: `proactflow run` as a user runs it (its model under test and its judge: two calls
-  per trigger), with its own temporary Prefect server.
+  per trigger), without PREFECT_API_URL: since issue #26 it reports to no Prefect server.
+- with `--before DIR`, a tree before a change too (a checkout of it, e.g. `git archive main |
+  tar -x -C DIR`, imported first through PYTHONPATH, same virtual environment): "before" and
+  "after" in one run, alternating with the others.
 - inspect_ai: `inspect eval` of a small task this script writes: one sample per trigger whose
   input is the very messages proactflow sends for it (read from the triggers table of a first,
   unmeasured proactflow run), solver generate() with inspect's cache on, a scorer that only
@@ -113,11 +116,12 @@ def run_tree(command: list[str], env: dict[str, str], cwd: Path | None = None,
 
 
 class Proactflow:
-    name = "proactflow"
-
-    def __init__(self, work: Path, url: str):
-        self.work, self.url, self.runs = work, url, 0
+    def __init__(self, work: Path, url: str, name: str = "proactflow",
+                 tree: Path | None = None):
+        self.work, self.url, self.runs, self.name = work, url, 0, name
         self.env = child_env(work / "prefect-home")
+        if tree is not None:
+            self.env["PYTHONPATH"] = str(tree.resolve())
 
     def command(self, corpus: Path, store: Path) -> list[str]:
         return [sys.executable, "-m", "proactflow.cli", "run",
@@ -128,11 +132,13 @@ class Proactflow:
 
     def fresh(self) -> Path:
         self.runs += 1
-        return self.work / f"proactflow-{self.runs}"
+        return self.work / f"{self.name.replace(' ', '-')}-{self.runs}"
 
     def run(self, corpus: Path, place: Path, parts: bool = False
             ) -> tuple[float, float, float]:
-        return run_tree(self.command(corpus, place / "store"), self.env,
+        # Not in the repository's folder: `-m` puts the current folder first on sys.path,
+        # before the --before tree.
+        return run_tree(self.command(corpus, place / "store"), self.env, cwd=self.work,
                         parts=self.name if parts else None)
 
     def messages(self, corpus: Path, place: Path) -> list[list[dict[str, str]]]:
@@ -173,6 +179,14 @@ class Inspect:
                         parts=self.name if parts else None)
 
 
+def corpus_of(work: Path, size: int) -> Path:
+    """The corpus of `size` triggers, built once."""
+    path = work / f"corpus-{size}.jsonl"
+    if not path.exists():
+        build_corpus(path, size)
+    return path
+
+
 def alternate(rounds: int, tools: list, measure) -> dict[str, list]:
     """`measure(tool)` for each tool, `rounds` times, the first tool alternating."""
     figures: dict[str, list] = {tool.name: [] for tool in tools}
@@ -190,6 +204,8 @@ def main() -> None:
     parser.add_argument("--startup-triggers", type=int, default=20)
     parser.add_argument("--memory-triggers", type=int, default=624)
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per fake call")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="a checkout of the tree before a change, measured beside")
     args = parser.parse_args()
     if not (args.inspect_venv / "bin" / "inspect").exists():
         raise SystemExit(f"no inspect in {args.inspect_venv}/bin: install inspect_ai there")
@@ -199,13 +215,15 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}/v1"
     try:
         ours, theirs = Proactflow(work, url), Inspect(work, url, args.inspect_venv)
-        tools = [ours, theirs]
+        ours_before = [Proactflow(work, url, "proactflow before", args.before)] \
+            if args.before else []
+        tools = [ours, *ours_before, theirs]
+        if ours_before:  # its first run (not measured) creates its Prefect database
+            ours_before[0].run(corpus_of(work, args.startup_triggers), ours_before[0].fresh())
         corpora, datasets = {}, {}
         for size in (args.startup_triggers, args.memory_triggers):
-            corpora[size] = work / f"corpus-{size}.jsonl"
-            build_corpus(corpora[size], size)
-            # A first proactflow run (not measured) creates the Prefect database and gives the
-            # messages inspect_ai sends.
+            corpora[size] = corpus_of(work, size)
+            # A first proactflow run (not measured) gives the messages inspect_ai sends.
             messages = ours.messages(corpora[size], ours.fresh())
             datasets[size] = work / f"dataset-{size}.jsonl"
             datasets[size].write_text("".join(json.dumps(m) + "\n" for m in messages),
@@ -215,7 +233,7 @@ def main() -> None:
               f"inspect_ai {args.inspect_venv}; load average {os.getloadavg()[0]:.1f}")
 
         def inputs(tool, size: int) -> Path:
-            return corpora[size] if tool is ours else datasets[size]
+            return datasets[size] if tool is theirs else corpora[size]
 
         startup = alternate(args.rounds, tools, lambda tool: tool.run(
             inputs(tool, args.startup_triggers), tool.fresh()))
@@ -233,25 +251,28 @@ def main() -> None:
     def median(values) -> float:
         return statistics.median(values)
 
-    def ratio(figures: dict[str, list], at: int) -> tuple[float, float, float]:
-        ours_figure = median(m[at] for m in figures[ours.name])
+    def ratio(figures: dict[str, list], name: str, at: int) -> tuple[float, float, float]:
+        ours_figure = median(m[at] for m in figures[name])
         theirs_figure = median(m[at] for m in figures[theirs.name])
         return ours_figure, theirs_figure, ours_figure / theirs_figure
 
-    wall, cpu = ratio(startup, 0), ratio(startup, 2)
-    print(f"start-up, {args.startup_triggers} triggers cold (medians, command to exit): wall "
-          f"proactflow {wall[0]:.2f} s, inspect_ai {wall[1]:.2f} s: ratio {wall[2]:.2f}; CPU of "
-          f"the tree proactflow {cpu[0]:.2f} s, inspect_ai {cpu[1]:.2f} s: ratio {cpu[2]:.2f} "
-          f"(walls: proactflow {', '.join(f'{m[0]:.2f}' for m in startup[ours.name])}; "
-          f"inspect_ai {', '.join(f'{m[0]:.2f}' for m in startup[theirs.name])})")
-    for label, at in (("cold", 0), ("cached", 3)):
-        wall, peak, cpu = (ratio(memory, at + offset) for offset in range(3))
-        print(f"{args.memory_triggers} triggers {label}: peak RSS of the process tree "
-              f"proactflow {peak[0]:.0f} MB, inspect_ai {peak[1]:.0f} MB: ratio {peak[2]:.2f}, "
-              f"difference {peak[0] - peak[1]:+.0f} MB (allowance: inspect_ai + "
-              f"{LITELLM_ALONE_MB} MB = {peak[1] + LITELLM_ALONE_MB:.0f} MB); wall proactflow "
-              f"{wall[0]:.2f} s, inspect_ai {wall[1]:.2f} s: ratio {wall[2]:.2f}; CPU proactflow "
-              f"{cpu[0]:.2f} s, inspect_ai {cpu[1]:.2f} s: ratio {cpu[2]:.2f}")
+    print(f"load average at the end {os.getloadavg()[0]:.1f} (1 min), "
+          f"{os.getloadavg()[1]:.1f} (5 min), {os.cpu_count()} cores")
+    for name in (tool.name for tool in tools if tool is not theirs):
+        wall, cpu = ratio(startup, name, 0), ratio(startup, name, 2)
+        print(f"start-up, {args.startup_triggers} triggers cold (medians, command to exit): wall "
+              f"{name} {wall[0]:.2f} s, inspect_ai {wall[1]:.2f} s: ratio {wall[2]:.2f}; CPU "
+              f"of the tree {name} {cpu[0]:.2f} s, inspect_ai {cpu[1]:.2f} s: ratio "
+              f"{cpu[2]:.2f} (walls: {name} {', '.join(f'{m[0]:.2f}' for m in startup[name])}; "
+              f"inspect_ai {', '.join(f'{m[0]:.2f}' for m in startup[theirs.name])})")
+        for label, at in (("cold", 0), ("cached", 3)):
+            wall, peak, cpu = (ratio(memory, name, at + offset) for offset in range(3))
+            print(f"{args.memory_triggers} triggers {label}: peak RSS of the process tree "
+                  f"{name} {peak[0]:.0f} MB, inspect_ai {peak[1]:.0f} MB: ratio {peak[2]:.2f}, "
+                  f"difference {peak[0] - peak[1]:+.0f} MB (allowance: inspect_ai + "
+                  f"{LITELLM_ALONE_MB} MB = {peak[1] + LITELLM_ALONE_MB:.0f} MB); wall {name} "
+                  f"{wall[0]:.2f} s, inspect_ai {wall[1]:.2f} s: ratio {wall[2]:.2f}; CPU "
+                  f"{name} {cpu[0]:.2f} s, inspect_ai {cpu[1]:.2f} s: ratio {cpu[2]:.2f}")
     for name, parts in PARTS.items():
         print(f"{name}, its last cold {args.memory_triggers}-trigger run by process: {parts}")
 

@@ -50,9 +50,14 @@ def test_agreement_table_and_disagreements():
     assert (first["rationale_a"], first["rationale_b"]) == ("j1 on d1", "j2 on d1")
 
 
+@pytest.mark.parametrize("tracked", [True, False], ids=["prefect", "no-prefect-server"])
 def test_rejudge_with_several_judges_reports_their_agreement(fake, store, tmp_path, capsys,
-                                                             prefect_server):
+                                                             prefect_server, monkeypatch,
+                                                             tracked):
     from helpers import cli_args, run_cli
+
+    if not tracked:  # as without PREFECT_API_URL: the stages run without Prefect
+        monkeypatch.setattr("proactflow.cli.running.reports_to_prefect", lambda: False)
 
     limit = ("--limit", "3")
     assert run_cli("run", cli_args(fake, store, extra=limit)) == 0

@@ -160,8 +160,11 @@ def test_report_includes_agreement_when_a_model_has_two_judges(tmp_path):
     assert "Judge agreement" in (out / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("tracked", [True, False], ids=["prefect", "no-prefect-server"])
 def test_imported_results_are_rejudged_without_generation(fake, tmp_path, capsys,
-                                                          prefect_server):
+                                                          prefect_server, monkeypatch, tracked):
+    if not tracked:  # as without PREFECT_API_URL: the stages run without Prefect
+        monkeypatch.setattr("proactflow.cli.running.reports_to_prefect", lambda: False)
     store, out = tmp_path / "store", tmp_path / "judges"
     assert run_cli("import", [str(SAMPLE_RESULTS), "--corpus", str(SAMPLE_CORPUS),
                               "--store", str(store)]) == 0

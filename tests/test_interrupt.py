@@ -1,8 +1,10 @@
 """Ctrl-C as a terminal sends it (issue #31): SIGINT to a command's whole process group, at a
-random moment (before the first call, mid-calls, while the last replies are written). The
-temporary Prefect server runs in a session of its own, so the signal reaches the command only:
-it ends with exit status 130 within seconds, one line, no traceback, no "Error logging to API"
-dump, and its temporary server is gone. A second Ctrl-C ends it at once."""
+random moment (before the first call, mid-calls, while the last replies are written). A run
+without PREFECT_API_URL starts no process; one asked for a temporary Prefect server
+(--temporary-prefect-server), and a sweep, run it in a session of its own, so the signal
+reaches the command only: it ends with exit status 130 within seconds, one line, no
+traceback, no "Error logging to API" dump, and its temporary server is gone. A second Ctrl-C
+ends it at once."""
 
 from __future__ import annotations
 
@@ -61,11 +63,12 @@ def _servers_of(home: Path) -> list[int]:
 COPIES = 3
 
 
-def _start(fake: FakeOpenAI, tmp_path: Path, home: Path) -> subprocess.Popen[str]:
+def _start(fake: FakeOpenAI, tmp_path: Path, home: Path, *extra: str
+           ) -> subprocess.Popen[str]:
     corpus, _ = scaled_corpus(tmp_path, COPIES)
     args = cli_args(fake, tmp_path / "store", eval_model="openai/synth",
                     judge_model="openai/judge2", corpus=corpus,
-                    extra=("--concurrency", "2"))
+                    extra=("--concurrency", "2", *extra))
     # A process group of its own, as a terminal gives a command.
     return subprocess.Popen([sys.executable, "-m", "proactflow.cli", "run", *args],
                             env=_environment(home), stdout=subprocess.PIPE,
@@ -106,10 +109,16 @@ def test_ctrl_c_before_the_first_call(slow_fake, tmp_path, prefect_home, seed):
     _interrupted(process, prefect_home)
 
 
-@pytest.mark.parametrize("seed", [3, 4])
-def test_ctrl_c_mid_calls(slow_fake, tmp_path, prefect_home, seed):
-    process = _start(slow_fake, tmp_path, prefect_home)
+@pytest.mark.parametrize("seed, temporary_server", [(3, False), (4, True)])
+def test_ctrl_c_mid_calls(slow_fake, tmp_path, prefect_home, seed, temporary_server):
+    process = _start(slow_fake, tmp_path, prefect_home,
+                     *(["--temporary-prefect-server"] if temporary_server else []))
     _wait_for(lambda: sum(slow_fake.calls.values()) >= 2, process)
+    if temporary_server:
+        assert _servers_of(prefect_home), "no temporary Prefect server for the run"
+    else:
+        assert not _servers_of(prefect_home) and not _children_of(process.pid), \
+            "a run without PREFECT_API_URL started a process"
     time.sleep(random.Random(seed).uniform(0, LATENCY * 2))
     _interrupted(process, prefect_home)
 
@@ -117,7 +126,10 @@ def test_ctrl_c_mid_calls(slow_fake, tmp_path, prefect_home, seed):
 def test_ctrl_c_while_the_last_replies_are_written(slow_fake, tmp_path, prefect_home):
     process = _start(slow_fake, tmp_path, prefect_home)
     _wait_for(lambda: slow_fake.calls["judge2"] >= ANSWERABLE * COPIES, process)
-    time.sleep(random.Random(5).uniform(LATENCY, LATENCY * 1.5))
+    # The last requests have arrived; their replies come back after LATENCY, and a run that
+    # reports to no Prefect server ends within a fraction of a second after them (a signal
+    # during the interpreter's last milliseconds meets no handler: it ends the process).
+    time.sleep(random.Random(5).uniform(LATENCY * 0.8, LATENCY * 1.1))
     if process.poll() is None:
         _interrupted(process, prefect_home)
     else:

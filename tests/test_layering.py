@@ -22,6 +22,7 @@ LAYERS = [
     "suites",          # the seam a benchmark plugs into, the benchmarks, their data
     "stages",          # the generic stages and how they run their calls
     "run",             # running one evaluation
+    "flows.wiring",    # one evaluation's stages wired, with Prefect or without
     "flows.evaluate",  # the `evaluate` and `rejudge` flows
     "results",         # reading results: report, viewer, re-judging many, imports, gc
     "sweeps",          # many evaluations: sweep file, process groups, deployments

@@ -81,9 +81,12 @@ def handle_interrupts() -> None:
 
 
 def _exit_status_kept() -> None:
-    """An interrupted command exits 130 once its exit handlers have run. (Python itself may
-    end a process that met a KeyboardInterrupt by SIGINT, whatever `main` returned.)"""
+    """An interrupted command exits 130 once its exit handlers have run, with its line (a
+    Ctrl-C that asked to cancel a flow as it was finishing let it finish: the command went on
+    and ends here). (Python itself may end a process that met a KeyboardInterrupt by SIGINT,
+    whatever `main` returned.)"""
     if _interrupts:
+        say_interrupted()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)

@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "ask to move an occluder, rotate, deblur... before it names the category, "
                     "acc and proactive steps per dataset); the video ProactiveBench (--suite "
                     "proactivebench-video: a video model watches second by second and answers "
-                    "when it should, PAUC per part). Every stage is a cached Parquet artifact, "
-                    "run as a Prefect flow.",
+                    "when it should, PAUC per part). Every stage is a cached Parquet artifact; "
+                    "with PREFECT_API_URL set, a run is a Prefect flow on that server.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     specs = {
@@ -181,6 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
                               "shared likewise; paced on estimates, corrected by actual usage")
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
+        if name != "status":
+            run.add_argument("--temporary-prefect-server", action="store_true",
+                             help="report the run to a Prefect server of this command's own, "
+                                  "started for it and stopped after it (its UI off; its runs "
+                                  "kept in PREFECT_HOME's database, which 'prefect server "
+                                  "start' shows later). Without it and without PREFECT_API_URL "
+                                  "the run reports to no Prefect server: the stages' progress "
+                                  "goes to standard error, their tables and the run record to "
+                                  "the store")
         if name == "run":
             run.add_argument("--label", metavar="NAME",
                              help="also record the run as a night of the series NAME, beside "

@@ -11,9 +11,7 @@ from ..common.errors import UserError
 from ..config.settings import PAPER_JUDGE, RunSettings, default_store
 from ..results.evaluations import safe_name
 from .options import database_from_args, settings_from_args
-from ..run.progress import quiet_console_tracebacks
-from .running import (coverage_status, preflight, print_scores, quiet_temporary_server,
-                      run_command, run_flow)
+from .running import coverage_status, preflight, print_scores, run_command, run_flow
 
 
 def rejudge_command(args: argparse.Namespace) -> int:
@@ -41,7 +39,7 @@ def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
         print(f"== judge {judge}")
         if not preflight(one, settings):
             continue
-        result = run_flow("rejudge", settings)
+        result = run_flow("rejudge", settings, temporary_server=args.temporary_prefect_server)
         print_scores(settings, result["scores"], result["complete"])
         frames.append(judgments_of(settings, result))
     if len(frames) > 1:
@@ -56,7 +54,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
     from ..run.pipeline import suite_of
     from ..run.preflight import check_access, lookup_calls, make_plan
     from ..suites.base import Prompts
-    from ..results.rejudge_all import plan_lines, run_rejudge, select_stored_responses
+    from ..results.rejudge_all import plan_lines, rejudge_arguments, select_stored_responses
 
     store = ArtifactStore(args.store or default_store())
     entries = select_stored_responses(
@@ -94,9 +92,8 @@ def rejudge_all(args: argparse.Namespace) -> int:
     for judge, entry, settings in runs:
         print(f"== {entry.model} ({entry.source}, {entry.trigger_set.describe()}) judged by "
               f"{judge}")
-        quiet_console_tracebacks()
-        quiet_temporary_server()
-        result = run_rejudge(settings, entry)
+        result = run_flow("rejudge", settings, temporary_server=args.temporary_prefect_server,
+                          **rejudge_arguments(entry))
         print_scores(settings, result["scores"], result["complete"])
         frames.append(judgments_of(settings, result))
         status = max(status, coverage_status(settings, result))

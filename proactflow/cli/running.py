@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 from ..common.errors import UserError
 from ..common.gcpolicy import freeze_start_up_heap
+from ..common.heap import give_back_freed_heap
 from ..common.redaction import redact_url
 from ..config.settings import RunSettings
-from ..prefect_server.api import prefect_api, start_temporary_server
-from ..run.progress import quiet_console_tracebacks
+from ..prefect_server.api import prefect_api, reports_to_prefect, start_temporary_server
 from .interrupts import run_interruptibly
 from .options import EXIT_LOW_COVERAGE, settings_from_args
 
@@ -129,7 +129,8 @@ def run_command(args: argparse.Namespace) -> int:
     # network one).
     check_network(args, option_checks)
     runs_flow = args.command != "status" and not args.dry_run
-    if runs_flow:  # now: its seconds of start-up overlap everything below
+    temporary_server = runs_flow and args.temporary_prefect_server
+    if temporary_server:  # now: its seconds of start-up overlap everything below
         start_temporary_server()
     settings = option_checks()
     if runs_flow:
@@ -138,7 +139,9 @@ def run_command(args: argparse.Namespace) -> int:
     if not go:
         return 0
     freeze_start_up_heap()
-    result = run_flow("rejudge" if args.command == "rejudge" else "run", settings)
+    give_back_freed_heap()
+    result = run_flow("rejudge" if args.command == "rejudge" else "run", settings,
+                      temporary_server=temporary_server)
     print_scores(settings, result["scores"], result["complete"])
     print_usage(result["usage"])
     for path in result["outputs"].values():
@@ -199,6 +202,8 @@ def check_prefect_server() -> None:
     import urllib.error
     import urllib.request
 
+    if not reports_to_prefect():
+        return
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
@@ -213,16 +218,30 @@ def check_prefect_server() -> None:
         reason = getattr(exc, "reason", exc)
         raise UserError(f"the Prefect server at {url} (PREFECT_API_URL) does not answer "
                         f"({reason}): start it with 'prefect server start', or unset "
-                        "PREFECT_API_URL to use a temporary one") from None
+                        "PREFECT_API_URL to report to none") from None
 
 
-def run_flow(command: str, settings: RunSettings) -> dict[str, Any]:
+def run_flow(command: str, settings: RunSettings, *, temporary_server: bool = False,
+             **stored: Any) -> dict[str, Any]:
+    """The `evaluate` flow (`command` "run") or the `rejudge` one (given `stored`, what
+    results/rejudge_all.py names) of `settings`: as Prefect flows reporting to PREFECT_API_URL's
+    server or, with `temporary_server`, to one of this command's own; else the same stages run
+    without Prefect (flows/wiring.py), their progress on standard error."""
+    if not temporary_server and not reports_to_prefect():
+        from ..flows.wiring import evaluate_untracked, rejudge_untracked
+        from ..run.progress import log_stages_to_console
+
+        log_stages_to_console()
+        return run_interruptibly(evaluate_untracked(settings) if command == "run"
+                                 else rejudge_untracked(settings, **stored))
     from prefect import tags
 
     from ..flows.evaluate import evaluate, rejudge
+    from ..run.progress import quiet_console_tracebacks
 
     quiet_console_tracebacks()
     quiet_temporary_server()
     with prefect_api(), tags(settings.suite, f"model:{settings.model_under_test.model}",
                              f"judge:{settings.judge_name}"):
-        return run_interruptibly((evaluate if command == "run" else rejudge)(settings=settings))
+        return run_interruptibly(evaluate(settings=settings) if command == "run"
+                                 else rejudge(settings=settings, **stored))

@@ -6,12 +6,12 @@ before any call (postgres.py)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import sys
 import time
 
-from .errors import DatabaseLost, UserError
+from .environment import seconds_from_environment
+from .errors import DatabaseLost
 
 DATABASE_WAIT_ENV = "PROACTFLOW_DATABASE_WAIT"
 DEFAULT_WAIT_S = 120.0
@@ -26,16 +26,8 @@ def database_wait() -> float:
     """Seconds to wait for a database that went away ($PROACTFLOW_DATABASE_WAIT, which
     `--database-wait` sets for the run and its child processes); a one-line UserError if it is
     not a number of seconds."""
-    text = os.environ.get(DATABASE_WAIT_ENV, "").strip()
-    if not text:
-        return DEFAULT_WAIT_S
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise UserError(f"{DATABASE_WAIT_ENV}={text!r}: give a number of seconds (0 or more)")
-    return seconds
+    return seconds_from_environment(DATABASE_WAIT_ENV, DEFAULT_WAIT_S, zero_allowed=True,
+                                    expected="give a number of seconds (0 or more)")
 
 
 class Outage:

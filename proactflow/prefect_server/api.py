@@ -1,16 +1,17 @@
-"""The Prefect API a command's flows report to: the server PREFECT_API_URL names, else a
-temporary one of the command's own.
+"""The Prefect API a command's flows report to: the server PREFECT_API_URL names; else, for a
+run or a re-judging, none (its stages run without Prefect, flows/wiring.py) unless it asks for
+a temporary server of its own (`--temporary-prefect-server`); for a sweep, whose process groups
+and deployments need one, a temporary server of its own.
 
 Prefect's own temporary server (its ephemeral mode) is started from inside the process that
 runs the flows, which imports Prefect's whole server (database models, routes, migrations):
-about 66 MB and 3 s of CPU in a process that only needs the client, and every `run` paid them
-(benchmarks/run_benchmark.py: the peak RSS of a cold run went over 500 MB). Here the same
-server (Prefect's app factory under uvicorn, the UI off, Prefect's own settings; a request that
-met a locked SQLite database is run again inside it, prefect_server/app.py) runs as a child
-process in a session of its own, started early by a command that will run a flow (its
-seconds of start-up overlap the command's imports and checks), and this process's settings point
-at it while its flows run. A sweep's process groups are told its address like any server's. It
-is stopped when the command ends.
+about 66 MB and 3 s of CPU in a process that only needs the client. Here the same server
+(Prefect's app factory under uvicorn, the UI off, Prefect's own settings; a request that met a
+locked SQLite database is run again inside it, prefect_server/app.py) runs as a child process
+in a session of its own, started early by a command that will run a flow (its seconds of
+start-up overlap the command's imports and checks), and this process's settings point at it
+while its flows run. A sweep's process groups are told its address like any server's. It is
+stopped when the command ends.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..common.environment import seconds_from_environment
 from ..common.errors import UserError
 
 START_TIMEOUT_ENV = "PROACTFLOW_PREFECT_SERVER_TIMEOUT"
@@ -46,17 +48,9 @@ PARENT_ENV = "PROACTFLOW_PREFECT_SERVER_PARENT"
 
 
 def start_timeout() -> float:
-    value = os.environ.get(START_TIMEOUT_ENV, "").strip()
-    if not value:
-        return START_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise UserError(f"{START_TIMEOUT_ENV}={value!r}: give the seconds to wait for the "
-                        "temporary Prefect server, a positive number")
-    return seconds
+    return seconds_from_environment(START_TIMEOUT_ENV, START_TIMEOUT, zero_allowed=False,
+                                    expected="give the seconds to wait for the temporary "
+                                             "Prefect server, a positive number")
 
 
 class TemporaryServer:
@@ -165,6 +159,38 @@ class TemporaryServer:
 
 
 _server: TemporaryServer | None = None
+
+
+def _could_configure_prefect() -> bool:
+    """Whether a file Prefect reads its settings from is there and could name a server: its
+    profiles (PREFECT_PROFILES_PATH, else PREFECT_HOME's or ~/.prefect's profiles.toml), or a
+    prefect.toml, a pyproject.toml with a [tool.prefect] table or a .env with PREFECT_
+    variables in the current folder."""
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+    mentions = ((profiles, "PREFECT_API_URL"), (Path("prefect.toml"), ""),
+                (Path("pyproject.toml"), "tool.prefect"), (Path(".env"), "PREFECT_"))
+    for path, text in mentions:
+        try:
+            if path.is_file() and text in path.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def reports_to_prefect() -> bool:
+    """Whether PREFECT_API_URL names a server, in the environment or in Prefect's settings.
+    Prefect's settings are read (importing Prefect: a second of CPU and 36 MB) only where
+    something beside the environment could name one: Prefect is imported already (settings
+    changed in this process count), or one of its settings files is there."""
+    if os.environ.get("PREFECT_API_URL", "").strip():
+        return True
+    if "prefect.settings" not in sys.modules and not _could_configure_prefect():
+        return False
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
 
 
 def _needs_own_server(exactly: bool) -> bool:

@@ -11,7 +11,6 @@ What is recorded about the model under test is what its responses artifact says,
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,11 +120,7 @@ def plan_lines(entries: list[StoredResponses], judges: list[str],
     return lines
 
 
-def run_rejudge(settings: RunSettings, entry: StoredResponses) -> dict[str, Any]:
-    from ..flows.evaluate import rejudge
-    from ..prefect_server.api import prefect_api
-
-    with prefect_api():
-        return asyncio.run(rejudge(settings=settings, triggers_key=entry.triggers_key,
-                                   responses_key=entry.responses_key,
-                                   model_under_test_facts=model_under_test_facts(entry)))
+def rejudge_arguments(entry: StoredResponses) -> dict[str, Any]:
+    """What the `rejudge` flow is given, beside the settings, to judge `entry` again."""
+    return {"triggers_key": entry.triggers_key, "responses_key": entry.responses_key,
+            "model_under_test_facts": model_under_test_facts(entry)}

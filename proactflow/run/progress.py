@@ -5,6 +5,7 @@ about a user-fixable failure without their traceback."""
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Any
 
@@ -99,6 +100,31 @@ class _NoUserErrorTraceback(logging.Filter):
             record.exc_info = None
             record.exc_text = None
         return True
+
+
+class _StandardError(logging.StreamHandler):
+    """Writes to the standard error of the moment (a test may have replaced it since)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def log_stages_to_console() -> None:
+    """A run that reports to no Prefect server: its stages' progress (the loggers under
+    `proactflow`, named after the table each stage writes) goes to standard error, time, level,
+    stage and message, as Prefect's console would show it."""
+    logger = logging.getLogger("proactflow")
+    logger.setLevel(logging.INFO)
+    if not any(isinstance(handler, _StandardError) for handler in logger.handlers):
+        handler = _StandardError()
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
 
 
 def quiet_console_tracebacks() -> None:
