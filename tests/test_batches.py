@@ -87,3 +87,49 @@ def test_interactive_run_after_a_batched_one_makes_no_call_and_back(batches, tmp
     assert sum(batches.calls.values()) == 0
     records = json.dumps(sorted(call_records(store)))
     assert records
+
+
+RUNNER = "import sys; from proactflow.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+@pytest.mark.parametrize("phase", ["upload", "create", "retrieve", "content"])
+def test_killed_in_any_phase_resumes_without_sending_a_line_twice(batches, tmp_path, phase,
+                                                                  prefect_server):
+    """kill -9 while uploading, after the batch was created but before its id was recorded,
+    while waiting, while reading results: the run started again finds its batch (by its tag
+    when no id was recorded) and no request is ever in two batches."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    store = tmp_path / "store"
+    args = cli_args(batches, store, extra=FAST)
+    process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *args],
+                               env=dict(os.environ, PREFECT_API_URL=prefect_server),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed = threading.Event()
+
+    def kill_at(event: str, subject: str) -> None:
+        if event == phase and not killed.is_set():
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            killed.set()
+
+    batches.on_event = kill_at
+    try:
+        process.wait(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert killed.is_set(), f"the run ended before reaching {phase}"
+    batches.on_event = None
+    records = list((store / "batches").glob("*.json"))
+    assert records, "the batch was not recorded before the provider was asked to create it"
+
+    assert run_cli("run", args) == 0
+    assert not batches.twice, f"requests sent twice: {batches.twice}"
+    assert sum(batches.calls.values()) == 0
+    assert run_cli("run", cli_args(batches, store)) == 0  # everything is cached
+    assert sum(batches.calls.values()) == 0
