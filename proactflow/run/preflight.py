@@ -154,7 +154,7 @@ class Plan:
         high = estimated_cost(role.model, prompt_tokens, most)
         cost = (f"${low:.2f} (prompts only) to ${high:.2f} (every reply at max tokens)"
                 if low is not None and high is not None else "unknown (not in litellm's price map)")
-        if batched(role):
+        if batched(role) and low is not None:
             batch_low = batch_cost(role.model, prompt_tokens, 0)
             batch_high = batch_cost(role.model, prompt_tokens, most)
             cost = (f"${batch_low:.2f} to ${batch_high:.2f} in batches vs {cost} interactive"
