@@ -133,3 +133,35 @@ def test_killed_in_any_phase_resumes_without_sending_a_line_twice(batches, tmp_p
     assert sum(batches.calls.values()) == 0
     assert run_cli("run", cli_args(batches, store)) == 0  # everything is cached
     assert sum(batches.calls.values()) == 0
+
+
+def test_a_model_without_a_batch_api_is_one_line_before_any_call_or_interactive_with_auto(
+        batches, tmp_path, capsys, monkeypatch):
+    store = tmp_path / "store"
+    monkeypatch.setenv("DEEPSEEK_KEY", "sk-test")
+    no_batches = ("--eval-model", "deepseek/gen", "--eval-api-key-env", "DEEPSEEK_KEY")
+    assert run_cli("run", [*cli_args(batches, store, extra=("--batch",)), *no_batches]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "deepseek/gen (deepseek) has no batch API" in error \
+        and "--batch auto" in error
+    assert sum(batches.calls.values()) == 0 and not batches.lines_submitted
+
+    assert run_cli("run", [*cli_args(batches, store, extra=("--batch", "auto", "--dry-run")),
+                           *no_batches]) == 0
+    plan = capsys.readouterr().out
+    assert "batch       model under test deepseek/gen: interactive (deepseek has no batch " \
+           "API" in plan
+    assert "batch       judge openai/judge: openai's batch API" in plan
+    assert "rounds      generation" not in plan  # generation is interactive
+
+
+def test_the_plan_prices_a_batched_role_at_both_prices(batches, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    batches.responders["gpt-4o-mini"] = batches.responders["gen"]
+    args = cli_args(batches, tmp_path / "store", eval_model="gpt-4o-mini",
+                    extra=("--batch", "--dry-run", "--eval-api-key-env", "FAKE_KEY"))
+    assert run_cli("run", args) == 0
+    plan = capsys.readouterr().out
+    generation = next(line for line in plan.splitlines() if line.startswith("  generation:"))
+    assert " in batches vs $" in generation and generation.endswith(" interactive")
+    assert "rounds      generation: at most 1 batch (" in plan  # every trigger stands alone
