@@ -49,7 +49,20 @@ def call_records(store: Path) -> dict[str, dict]:
     return records
 
 
-def test_batched_run_equals_interactive_run(batches, tmp_path):
+def latest_artifact(prefect_server: str, key: str):
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{prefect_server}/artifacts/filter", method="POST",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"artifacts": {"key": {"any_": [key]}}, "limit": 1, "offset": 0,
+                         "sort": "CREATED_DESC"}).encode())
+    with urllib.request.urlopen(request) as response:
+        found = json.loads(response.read())
+    return found[0]["data"] if found else None
+
+
+def test_batched_run_equals_interactive_run(batches, tmp_path, prefect_server):
     interactive, batched = tmp_path / "interactive", tmp_path / "batched"
     assert run_cli("run", cli_args(batches, interactive)) == 0
     interactive_calls = sum(batches.calls.values())
@@ -68,6 +81,11 @@ def test_batched_run_equals_interactive_run(batches, tmp_path):
     for stage, frame in tables(interactive).items():
         assert tables(batched)[stage].equals(frame), stage
     assert call_records(batched) == call_records(interactive)
+    # the Prefect UI shows each batch, lines done of its total
+    table = latest_artifact(prefect_server, "batches-openai-gen")
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert rows and rows[-1]["state"] == "completed" \
+        and rows[-1]["lines done"] == rows[-1]["lines"] == ANSWERABLE, rows
 
 
 def test_interactive_run_after_a_batched_one_makes_no_call_and_back(batches, tmp_path):
