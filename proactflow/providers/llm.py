@@ -254,11 +254,16 @@ class ChatClient:
             if formats.known_to_work(state, sent):
                 outcome = await self._call_once(sent)
             else:
+                found: ChatOutcome | None = None
                 async with state.lock():
                     sent = formats.adapted(request, state)
-                    outcome = await self._call_once(sent)
-                    if outcome.status not in ("error", "refused"):
-                        state.working.add(formats.format_of(sent))
+                    # Known to work by now (the call before this one's turn): sent below, at
+                    # once, not one at a time (with --batch, one batch each).
+                    if not formats.known_to_work(state, sent):
+                        found = await self._call_once(sent)
+                        if found.status not in ("error", "refused"):
+                            state.working.add(formats.format_of(sent))
+                outcome = found if found is not None else await self._call_once(sent)
             name = formats.format_of(sent)
             if outcome.refusal != "response_format" or name == "none":
                 return outcome
