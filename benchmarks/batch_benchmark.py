@@ -43,6 +43,15 @@ def own_replies(name: str):
     return lambda request: Reply(content=f"{name}: {synthetic_model(request).content}")
 
 
+def judge(request: dict) -> Reply:
+    """The tests' synthetic judge; a request it cannot read is a verdict without evidence."""
+    try:
+        return synthetic_judge(request)
+    except ValueError:
+        return Reply(content=json.dumps({"evaluation_result": {
+            "status": "EVALUATED", "score": "FAIL", "rationale": "unread", "evidence": ""}}))
+
+
 def sweep_file(path: Path, url: str, store: Path, corpus: Path, models: list[str],
                delay: float) -> None:
     entries = "".join(f'\n[[models]]\nmodel = "{name}"\napi_base = "{url}"\n'
@@ -79,7 +88,7 @@ def main() -> None:
     # Models cycle through PRICED; a revision label keeps two entries of one name apart.
     names = [PRICED[i % len(PRICED)] for i in range(args.models)]
     responders = {name: own_replies(name) for name in set(names)}
-    responders[JUDGE] = synthetic_judge
+    responders[JUDGE] = judge
     fake = FakeBatches(responders, completion_delay=args.delay).start()
     try:
         config = work / "sweep.toml"
@@ -121,6 +130,7 @@ def main() -> None:
             batch_dollars += batch_cost(used["model"], prompt, completion) or 0.0
     print(f"paid at batch prices ${batch_dollars:.4f}; the same tokens interactive "
           f"${interactive_dollars:.4f} ({100 * batch_dollars / interactive_dollars:.0f} %)")
+    print(f"requests the fake's responders could not read: {len(fake.responder_errors)}")
     print(f"the sweep's output: {work / 'sweep-output.txt'}")
 
 

@@ -203,3 +203,13 @@ def test_a_judge_refusing_the_structured_format_costs_one_line_then_one_batch(ba
                if (r.get("response_format") or {}).get("type") == "json_schema"]
     assert len(refused) == 1
     assert batches.batch_sizes == [ANSWERABLE, 1, 1, ANSWERABLE - 1]
+
+
+def test_refresh_asks_again_instead_of_reading_an_ended_batch(batches, tmp_path):
+    store = tmp_path / "store"
+    assert run_cli("run", cli_args(batches, store, extra=FAST)) == 0
+    first = dict(batches.lines_submitted)
+    assert run_cli("run", cli_args(batches, store, extra=(*FAST, "--refresh", "responses"))) \
+        == 0
+    generation = [key for key, count in batches.lines_submitted.items() if count == 2]
+    assert len(generation) == ANSWERABLE and all(key in first for key in generation)
