@@ -16,6 +16,7 @@ not a refusal of the call: the call is sent again with the next format the serve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import random
 import time
@@ -312,7 +313,10 @@ class ChatClient:
         self.stats.http_attempts += 1
         completion = self._completion if self._batched is None else \
             functools.partial(self._batched, request.key)
-        with litellm_costs.priced_per_stage(), paying():
+        # A batched call is not waited for when the database is lost: its batch stays recorded
+        # and its answer at the provider, for the next run to read.
+        with litellm_costs.priced_per_stage(), \
+                paying() if self._batched is None else contextlib.nullcontext():
             response = await completion(
                 model=request.model,
                 messages=[{"role": role, "content": wire_content(content)}
