@@ -6,10 +6,11 @@ import argparse
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
 from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
-from .options import (EPILOG, Parser, add_database_option, add_role_options,
-                      add_selection_options, add_store_option, age, fraction, judge_list,
-                      non_negative_float, phases_list, positive_float, positive_int,
+from .options import (EPILOG, Parser, add_batch_options, add_database_option,
+                      add_role_options, add_selection_options, add_store_option, age, fraction,
+                      judge_list, non_negative_float, phases_list, positive_float, positive_int,
                       prompt_file)
+from .batch_commands import add_batches_command
 from .history_command import add_history_command
 from .rejudging import rejudge_command
 from .running import run_command
@@ -179,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--tpm", type=positive_float, metavar="N",
                          help="at most N tokens (prompt + completion) per minute per role, "
                               "shared likewise; paced on estimates, corrected by actual usage")
+        if name != "calibrate":
+            add_batch_options(run)
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
         if name != "status":
@@ -281,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--refresh-on-change", action="store_true",
                        help="ask a model (or judge) again when the model serving its name "
                             "changed since its cached results (as refresh_on_change = true)")
+    add_batch_options(sweep)
     add_database_option(sweep)
     sweep.set_defaults(handler=sweep_command)
     add_history_command(commands)
@@ -319,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_selection_options(view)
     view.set_defaults(handler=view_command)
     _add_store_admin_commands(commands)
+    add_batches_command(commands)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from typing import Any, Callable
@@ -52,6 +53,8 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     """
     from ..run.pipeline import (materialize_samples, open_store, stored_responses, suite_of,
                                 with_endpoint_fingerprints)
+    from ..batches.listing import pending_lines
+    from ..batches.roles import open_registry
     from ..run.preflight import check_access, lookup_calls, make_plan, stage_states
 
     regenerate = args.command != "rejudge"
@@ -90,6 +93,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
         for line in stage_states(suite, settings, store, samples, generation_prompts,
                                  judge_prompts):
             print(line)
+        registry = open_registry(store.local_dir("batches"), settings.database)
+        for line in pending_lines(asyncio.run(registry.records())):
+            print(line)
         return False
     return not args.dry_run
 
@@ -114,12 +120,14 @@ def run_command(args: argparse.Namespace) -> int:
     forget_all()
 
     def option_checks() -> RunSettings:
+        from ..batches.roles import check_batch_roles
         from ..run.pipeline import suite_of
-        from ..run.preflight import check_vision
+        from ..run.preflight import called_roles, check_vision
 
         settings = settings_from_args(args)
         suite = suite_of(settings)
         suite.check_settings(settings)
+        check_batch_roles(called_roles(settings, args.command == "run"))
         if suite.sends_images and args.command == "run" and suite.asks_model:
             check_vision(settings.model_under_test)
         return settings
@@ -180,7 +188,8 @@ def print_usage(usage: dict[str, Any]) -> None:
     for role, used in usage.items():
         print(f"{role.replace('_', ' ')} {used['model']}: paid this run "
               f"{used['paid_prompt_tokens']} prompt + {used['paid_completion_tokens']} "
-              f"completion tokens, {_dollars(used['paid_cost_usd'])}; results worth "
+              f"completion tokens, {_dollars(used['paid_cost_usd'])}"
+              f"{' at batch prices' if used.get('paid_at') else ''}; results worth "
               f"{used['prompt_tokens']} + {used['completion_tokens']} tokens, "
               f"{_dollars(used['estimated_cost_usd'])}")
 

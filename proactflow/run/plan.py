@@ -22,6 +22,8 @@ from ..cache.calls import open_call_store
 from ..config.effective import wire_params
 from ..config.settings import UNSENT_MAX_TOKENS_ESTIMATE, ModelRole, RunSettings
 from ..providers.chat import ChatOutcome, ChatRequest
+from ..batches.pricing import batch_cost
+from ..batches.roles import batched, check_batch_roles
 from ..providers.llm import estimated_cost
 from ..suites.base import Prompts, Step, Suite
 from .context_fit import fit_warning
@@ -49,6 +51,12 @@ def role_lines(label: str, role: ModelRole, response_format: str | None = None) 
     return lines
 
 
+def called_roles(settings: RunSettings, regenerate: bool = True) -> dict[str, ModelRole]:
+    """The roles a run calls: a re-judging calls only its judge."""
+    return {name: role for name, role in settings.roles.items()
+            if regenerate or name != "model_under_test"}
+
+
 @dataclass
 class Plan:
     summary: str
@@ -71,6 +79,9 @@ class Plan:
     """Estimated prompt tokens of each generation call still to make (context_fit.py)."""
     judge_prompt_sizes: list[int] = field(default_factory=list)
     """Estimated prompt tokens of each judge call still to make."""
+    generation_rounds: int = 0
+    """--batch: the batches one after the other that generation takes at most (the longest
+    episode's steps), replies asked again aside."""
 
     def _estimate(self, label: str, role, calls: int, prompt_tokens: int) -> str:
         most = calls * (role.generation.max_tokens or UNSENT_MAX_TOKENS_ESTIMATE)
@@ -78,6 +89,12 @@ class Plan:
         high = estimated_cost(role.model, prompt_tokens, most)
         cost = (f"${low:.2f} (prompts only) to ${high:.2f} (every reply at max tokens)"
                 if low is not None and high is not None else "unknown (not in litellm's price map)")
+        if batched(role) and low is not None:
+            batch_low = batch_cost(role.model, prompt_tokens, 0)
+            batch_high = batch_cost(role.model, prompt_tokens, most)
+            cost = (f"${batch_low:.2f} to ${batch_high:.2f} in batches vs {cost} interactive"
+                    if batch_low is not None and batch_high is not None else
+                    f"{cost} interactive; its batch price is not in litellm's map")
         return (f"{label}~{prompt_tokens:,} prompt tokens to send, replies up to {most:,} tokens; "
                 f"estimated cost {cost}")
 
@@ -91,6 +108,13 @@ class Plan:
             if used and role is not None:
                 out.extend(role_lines(label, role, judge_response_format
                                       if label == "judging" else None))
+        out.extend(check_batch_roles(called_roles(settings, regenerate)))
+        if regenerate and self.generation_rounds:
+            rounds = self.generation_rounds
+            out.append(f"rounds      generation: at most {rounds} "
+                       f"{'batch' if rounds == 1 else 'batches one after the other'} (the "
+                       "longest episode's steps; a reply asked again adds one), each judged as "
+                       "it comes back")
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:
@@ -278,4 +302,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
         else:
             plan.judge_prompt_tokens += prompt_tokens
             plan.judge_prompt_sizes.append(prompt_tokens)
+    if responses is None and batched(role):
+        plan.generation_rounds = max((sum(suite.step_limit(sample_at(index)) for index in episode)
+                                      for episode in suite.episodes(frame)), default=0)
     return plan

@@ -9,9 +9,10 @@ from ..cache.artifacts import Artifact
 from ..suites.base import Prompts, Suite
 from ..config.settings import RunSettings
 from .access import check_access, check_vision
-from .plan import lookup_calls, make_plan
+from .plan import called_roles, lookup_calls, make_plan
 
-__all__ = ["check_access", "check_vision", "lookup_calls", "make_plan", "stage_states"]
+__all__ = ["called_roles", "check_access", "check_vision", "lookup_calls", "make_plan",
+           "stage_states"]
 
 
 def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
