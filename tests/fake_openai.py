@@ -151,6 +151,36 @@ class FakeOpenAI:
                 return Reply(content="ready")
         return responder(request)
 
+    def completion_body(self, request: dict, reply: Reply) -> dict:
+        """The chat completion object answering `request` with `reply` (status 200)."""
+        words = len(reply.content.split())
+        budget = request.get("max_completion_tokens") or request.get("max_tokens")
+        if reply.finish_reason == "length" and budget:
+            words = budget  # a reply cut at the request's limit used all of it
+        prompt_words = sum(len(str(m.get("content", "")).split())
+                           for m in request.get("messages", []))
+        return {
+            "id": f"chatcmpl-{self.calls[request.get('model', '')]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": reply.served_model or request.get("model", ""),
+            "system_fingerprint": reply.system_fingerprint,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.content},
+                "finish_reason": reply.finish_reason,
+            }],
+            "usage": {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": words,
+                "total_tokens": prompt_words + words,
+            },
+        }
+
+    def extra_route(self, handler, method: str) -> bool:
+        """A subclass serving more of the API answers `handler`'s request here (True)."""
+        return False
+
     def _handler_class(self):
         fake = self
 
@@ -174,6 +204,8 @@ class FakeOpenAI:
                     pass  # the client went away (a killed or interrupted run)
 
             def do_GET(self):
+                if fake.extra_route(self, "GET"):
+                    return
                 if self.path.rstrip("/").endswith("/models"):
                     data = [{"id": name, "object": "model", "created": int(time.time()),
                              **fake.model_details.get(name, {})} for name in fake.responders]
@@ -182,6 +214,8 @@ class FakeOpenAI:
                     self._send(404, {"error": {"message": "not found"}})
 
             def do_POST(self):
+                if fake.extra_route(self, "POST"):
+                    return
                 length = int(self.headers.get("Content-Length") or 0)
                 request = json.loads(self.rfile.read(length) or b"{}")
                 request["_authorization"] = self.headers.get("Authorization", "")
@@ -216,28 +250,6 @@ class FakeOpenAI:
                     error = {"message": reply.content, "type": "fake_error", "code": reply.status}
                     self._send(reply.status, {"error": error}, reply.headers)
                     return
-                words = len(reply.content.split())
-                budget = request.get("max_completion_tokens") or request.get("max_tokens")
-                if reply.finish_reason == "length" and budget:
-                    words = budget  # a reply cut at the request's limit used all of it
-                prompt_words = sum(len(str(m.get("content", "")).split())
-                                   for m in request.get("messages", []))
-                self._send(200, {
-                    "id": f"chatcmpl-{fake.calls[request.get('model', '')]}",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": reply.served_model or request.get("model", ""),
-                    "system_fingerprint": reply.system_fingerprint,
-                    "choices": [{
-                        "index": 0,
-                        "message": {"role": "assistant", "content": reply.content},
-                        "finish_reason": reply.finish_reason,
-                    }],
-                    "usage": {
-                        "prompt_tokens": prompt_words,
-                        "completion_tokens": words,
-                        "total_tokens": prompt_words + words,
-                    },
-                }, reply.headers)
+                self._send(200, fake.completion_body(request, reply), reply.headers)
 
         return Handler

@@ -19,7 +19,7 @@ LAYERS = [
     "limits",          # limits shared across runs, processes and hosts
     "config",          # a run's settings, roles, generation settings, endpoints
     "providers",       # the edge to LLM providers
-    "batches",         # provider batch APIs
+    "batches",         # provider batch APIs (--batch): adapters, the registry, the transport
     "suites",          # the seam a benchmark plugs into, the benchmarks, their data
     "stages",          # the generic stages and how they run their calls
     "run",             # running one evaluation

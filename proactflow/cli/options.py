@@ -284,6 +284,26 @@ def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_S
                      vision=getattr(args, f"{prefix}_vision", None))
 
 
+def batch_mode(text: str) -> str:
+    if text not in ("on", "auto"):
+        raise argparse.ArgumentTypeError(f"--batch takes nothing or 'auto', not {text!r}")
+    return text
+
+
+def add_batch_options(parser: Any) -> None:
+    parser.add_argument(
+        "--batch", nargs="?", const="on", type=batch_mode, metavar="auto",
+        help="send the calls through the providers' batch APIs, at their batch price (about "
+             "half) and within their batch window (up to 24 h): a round of calls per batch, "
+             "each batch recorded in the store before the run goes on, so a stopped run "
+             "started again waits for its batches instead of paying twice. A model whose "
+             "provider has no batch API stops the run before any call; with 'auto' its calls "
+             "are interactive (said in the plan). See docs/sweeps.md#batch-mode")
+    parser.add_argument("--batch-poll", type=positive_float, default=30.0, metavar="SECONDS",
+                        help="--batch: first wait between two looks at a batch's state, "
+                             "growing by half each time up to 10 minutes (default: 30)")
+
+
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
     from ..suites import get_suite
 
@@ -298,11 +318,14 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
         raise UserError(f"the {suite_name} suite needs --judge-model (an LLM judge, or a reward "
                         "model behind --judge-api-base)")
     options = suite_options_from_args(args, suite)
+    batch = getattr(args, "batch", None) or "off"
     return RunSettings(
         suite=suite_name,
         suite_options=options,
-        model_under_test=role_from_args(args, "eval", suite_name, options),
-        judge=role_from_args(args, "judge", suite_name, options) if args.judge_model else None,
+        model_under_test=role_from_args(args, "eval", suite_name, options).model_copy(
+            update={"batch": batch}),
+        judge=role_from_args(args, "judge", suite_name, options).model_copy(
+            update={"batch": batch}) if args.judge_model else None,
         prompt_files=dict(getattr(args, "prompt", None) or []),
         corpus=CorpusSource(path=args.corpus, revision=args.revision, limit=args.limit,
                             phases=args.phases, parts=parts_from_args(args, suite)),
@@ -317,7 +340,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
                                retry_base_delay_s=args.retry_delay, rpm=args.rpm,
                                tpm=args.tpm, judge_parse_attempts=args.judge_attempts,
                                model_parse_attempts=getattr(args, "eval_attempts", None) or 5,
-                               down_after_s=args.down_after),
+                               down_after_s=args.down_after,
+                               batch_poll_s=getattr(args, "batch_poll", None) or 30.0),
         refresh=args.refresh,
         min_coverage=args.min_coverage,
     )

@@ -6,7 +6,7 @@ import argparse
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
 from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
-from .options import (EPILOG, Parser, add_database_option, add_role_options,
+from .options import (EPILOG, Parser, add_batch_options, add_database_option, add_role_options,
                       add_selection_options, add_store_option, age, fraction, judge_list,
                       non_negative_float, phases_list, positive_float, positive_int,
                       prompt_file)
@@ -179,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--tpm", type=positive_float, metavar="N",
                          help="at most N tokens (prompt + completion) per minute per role, "
                               "shared likewise; paced on estimates, corrected by actual usage")
+        if name != "calibrate":
+            add_batch_options(run)
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")
         if name == "run":

@@ -39,6 +39,9 @@ RULES = "rules"
 one name the console, sweep folders, the report, leaderboards and `runs ls` give it, as its
 judgments' `judge` column does."""
 
+BatchMode = Literal["off", "on", "auto"]
+
+
 class ModelRole(BaseModel):
     """A model in one role of the run."""
 
@@ -71,6 +74,11 @@ class ModelRole(BaseModel):
                                   "litellm's model map says. A suite that sends images refuses "
                                   "a model that does not take them, or of which nothing says "
                                   "so, before any call. In no key.")
+    batch: BatchMode = Field(
+        default="off", description="on: this role's calls go through its provider's batch API "
+                                   "(--batch, a sweep entry's batch = true); auto: the same, or "
+                                   "interactive calls when its provider has no batch API. The "
+                                   "same requests, the same cache: in no key.")
 
     @field_serializer("api_base")
     def _without_secrets(self, api_base: str | None) -> str | None:
@@ -170,6 +178,13 @@ class RuntimeOptions(BaseModel):
         description="Judge calls per response while replies do not validate (malformed JSON, a "
                     "score outside PASS/PARTIAL/FAIL); then the row is a judge_error. None: the "
                     "suite's protocol's number (ProactiveBench: 10, upstream's), else 4.")
+    batch_poll_s: float = Field(
+        default=30.0, gt=0, description="--batch: the first wait between two looks at a "
+                                        "batch's state; it grows by half each time, up to 10 "
+                                        "minutes.")
+    batch_gather_s: float = Field(
+        default=2.0, gt=0, description="--batch: a pause this long in new calls sends the "
+                                       "calls gathered as a batch.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
     tpm: float | None = Field(default=None, gt=0, description="Tokens per minute per role.")
 

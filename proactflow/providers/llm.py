@@ -16,6 +16,7 @@ not a refusal of the call: the call is sent again with the next format the serve
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from importlib import metadata
@@ -57,7 +58,8 @@ class ChatClient:
                  completion: Callable[..., Awaitable[Any]] | None = None,
                  request_pacer: Pacer | None = None,
                  token_pacer: Pacer | None = None, *, refresh: bool = False,
-                 in_flight: InFlightLimit | None = None, reply_kind: str = "judge"):
+                 in_flight: InFlightLimit | None = None, reply_kind: str = "judge",
+                 batched: Callable[..., Awaitable[Any]] | None = None):
         self.role = role
         self.cache = cache
         self.calls = as_call_store(cache)
@@ -70,6 +72,9 @@ class ChatClient:
         """Waited on around each HTTP attempt: the model's limit shared by every client and
         process calling it (inflight.model_limit), or one of this client's own."""
         self._completion = completion or litellm.acompletion
+        self._batched = batched
+        """--batch: the completion, called with the request's key first (its line's id), that
+        sends the call in a provider batch (proactflow.batches.transport)."""
         self._request_pacer = request_pacer
         self._token_pacer = token_pacer
         self._breaker = Breaker(runtime.down_after_s, runtime.max_consecutive_failures)
@@ -300,8 +305,10 @@ class ChatClient:
             kwargs["api_key"] = key
         started = time.monotonic()
         self.stats.http_attempts += 1
+        completion = self._completion if self._batched is None else \
+            functools.partial(self._batched, request.key)
         with litellm_costs.priced_per_stage(), paying():
-            response = await self._completion(
+            response = await completion(
                 model=request.model,
                 messages=[{"role": role, "content": wire_content(content)}
                           for role, content in request.messages],

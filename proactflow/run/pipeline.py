@@ -16,6 +16,7 @@ import polars as pl
 
 from ..cache.artifact import shared_samples
 from ..cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
+from ..batches.roles import BATCH_WORKERS, batched, open_registry, open_transport
 from ..cache.calls import CallStore, open_call_store
 from ..providers.chat import api_key_for
 from ..config.endpoints import endpoint_fingerprint
@@ -23,7 +24,7 @@ from ..common.errors import UserError
 from ..limits.inflight import model_limit
 from ..limits.model_limits import target as limit_target
 from ..providers.llm import ChatClient
-from ..limits.ratelimit import open_pacer
+from ..limits.ratelimit import AdaptiveLimit, open_pacer
 from ..schemas.arrow import conform
 from ..config.settings import ModelRole, RunSettings
 from ..stages.judgments import judge_responses
@@ -159,6 +160,13 @@ def _client(role: ModelRole, calls: CallStore, store: ArtifactStore, settings: R
     coordination = store.local_dir("coordination")
     target = limit_target(role.model, role.endpoint)
     assert limits.concurrency is not None  # the run's default fills it
+    if batched(role):
+        # A round of calls is one batch: neither --concurrency nor --rpm/--tpm holds it back.
+        registry = open_registry(store.local_dir("batches"), settings.database)
+        transport = open_transport(role, registry, settings.runtime)
+        return ChatClient(role, calls, settings.runtime, in_flight=AdaptiveLimit(BATCH_WORKERS),
+                          refresh=settings.refreshes(table), batched=transport.complete,
+                          reply_kind="model" if table == "responses" else "judge")
     return ChatClient(
         role, calls, settings.runtime,
         request_pacer=open_pacer(calls, coordination, f"rpm|{target}", limits.rpm)

@@ -1,0 +1,71 @@
+"""Which roles of a run are batched, and the transport their calls go through."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..common.errors import UserError
+from ..config.settings import ModelRole, RuntimeOptions
+from .providers import ADAPTERS, batch_provider, provider_name
+from .registry import BatchRecord, BatchRegistry, LocalBatchRegistry
+from .transport import BatchTransport, PollSchedule
+
+log = logging.getLogger("proactflow")
+
+BATCH_WORKERS = 10_000
+"""Calls of a batched role a stage keeps open at once (its pool's workers): a round of calls is
+one batch, so the stage pools are not held to --concurrency (a provider batch takes 50,000)."""
+
+
+def batched(role: ModelRole) -> bool:
+    """Whether this role's calls go through its provider's batch API."""
+    return role.batch == "on" or (role.batch == "auto" and provider_name(role) in ADAPTERS)
+
+
+def check_batch_roles(roles: dict[str, ModelRole]) -> list[str]:
+    """The plan's lines about batching; a one-line error, before any call, for a role asked to
+    be batched whose provider has no batch API proactflow speaks."""
+    lines = []
+    for name, role in roles.items():
+        if role.batch == "off":
+            continue
+        provider = provider_name(role)
+        label = name.replace("_", " ")
+        if provider in ADAPTERS:
+            lines.append(f"batch       {label} {role.model}: {provider}'s batch API")
+        elif role.batch == "auto":
+            lines.append(f"batch       {label} {role.model}: interactive ({provider} has no "
+                         "batch API proactflow speaks; --batch auto)")
+        else:
+            raise UserError(
+                f"--batch: {role.model} ({provider}) has no batch API proactflow speaks (it "
+                f"speaks {', '.join(sorted(ADAPTERS))}); use --batch auto to call it "
+                "interactively, or leave --batch out")
+    return lines
+
+
+def open_registry(folder: Path, database: str | None = None) -> BatchRegistry:
+    """The store's batch registry: in `database` when given (shared by hosts), else files in
+    the store's `batches/` folder."""
+    if database:
+        from .registry_postgres import PostgresBatchRegistry
+        return PostgresBatchRegistry(database)
+    return LocalBatchRegistry(folder)
+
+
+def open_transport(role: ModelRole, registry: BatchRegistry,
+                   runtime: RuntimeOptions) -> BatchTransport:
+    provider = batch_provider(role)
+    if provider is None:  # check_batch_roles refused it before any call
+        raise UserError(f"--batch: {role.model} has no batch API proactflow speaks")
+    schedule = PollSchedule(first_s=runtime.batch_poll_s,
+                            gather_s=min(runtime.batch_gather_s, runtime.batch_poll_s))
+    return BatchTransport(provider, registry, model=role.model, endpoint=role.endpoint,
+                          schedule=schedule, on_progress=say_progress)
+
+
+def say_progress(record: BatchRecord) -> None:
+    log.info("batch %s (%s): %d/%d lines done%s, %s", record.batch_id, record.model,
+             record.done, record.total,
+             f", {record.failed} failed" if record.failed else "", record.state)

@@ -1,0 +1,255 @@
+"""The completion a batched role's calls go through: each call hands its line to a collector and
+awaits its line's result, and the collector sends what has gathered as one batch when the flow
+of new calls pauses (or a batch is full). One round of a stage's calls is then one batch: every
+episode's next step, every judge call of the responses that came back.
+
+Before a line is sent, the store's registry is asked whether a batch already holds its request
+(registry.py): a live batch is awaited, an ended one read; only a request in no batch, or one its
+batch never ran, is sent (again: counted in `counts["resent"]`). A result comes back as litellm
+returns an interactive reply, so the call ends as the same cache record; a line that failed
+raises as the interactive call's failure would (LineFailed carries its HTTP status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import litellm
+from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import \
+    convert_to_model_response_object
+
+from .protocol import ENDED, BatchLine, BatchProvider, LineResult
+from .registry import NEVER_CREATED, BatchRecord, BatchRegistry
+
+log = logging.getLogger("proactflow")
+
+_CALL_ONLY = frozenset({"model", "messages", "timeout", "max_retries", "api_base", "api_key",
+                        "extra_headers"})
+"""What the client passes to a completion that is not part of a batch line's body."""
+
+
+class LineFailed(Exception):
+    """A batch line the provider answered with an error: classified as the same HTTP failure of
+    an interactive call (a 400 is the request's refusal, a 5xx is asked again, ...)."""
+
+    def __init__(self, status_code: int, message: str):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class PollSchedule:
+    first_s: float = 30.0
+    """The first wait between two looks at a batch's state."""
+    factor: float = 1.5
+    most_s: float = 600.0
+    gather_s: float = 2.0
+    """A pause this long in new calls sends what has gathered."""
+    gather_most_s: float = 60.0
+    """What has gathered is sent after this long at most, even while calls keep coming."""
+
+
+class BatchTransport:
+    """One role's batches at one provider endpoint. `complete(key, **litellm_kwargs)` stands for
+    `litellm.acompletion` in the role's ChatClient."""
+
+    def __init__(self, provider: BatchProvider, registry: BatchRegistry, *, model: str,
+                 endpoint: str | None, schedule: PollSchedule = PollSchedule(),
+                 on_progress: Callable[[BatchRecord], None] | None = None):
+        self.provider, self.registry = provider, registry
+        self.model, self.endpoint, self.schedule = model, endpoint, schedule
+        self.on_progress = on_progress
+        self.counts: Counter[str] = Counter()
+        """lines sent, batches created, lines resent (their batch never ran them), lines read
+        from batches found in the store."""
+        self._pending: dict[str, tuple[BatchLine, asyncio.Future[LineResult | None]]] = {}
+        self._pending_bytes = 0
+        self._first_pending = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._followed: dict[str, asyncio.Task[dict[str, LineResult]]] = {}
+        self._running: set[asyncio.Task[None]] = set()
+        self._consumed: set[str] = set()
+        """Keys whose stored batch result this process has used once: asked again, they go in
+        a new batch (a reply the client found unusable)."""
+        self._own: set[str] = set()
+        """Tags of the batches this transport created."""
+
+    async def complete(self, key: str, **kwargs: Any) -> Any:
+        line = BatchLine(key, self.body(kwargs))
+        result = await self._result_for(line)
+        if result.response is None:
+            raise LineFailed(result.status_code or 500, result.error or "the batch line failed")
+        return convert_to_model_response_object(response_object=result.response,
+                                                model_response_object=litellm.ModelResponse())
+
+    def body(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The request as the provider's chat completions endpoint takes it, with the
+        parameters litellm would send for this model (e.g. max_completion_tokens)."""
+        model, provider, _, _ = litellm.get_llm_provider(kwargs["model"],
+                                                         api_base=kwargs.get("api_base"))
+        params = {name: value for name, value in kwargs.items() if name not in _CALL_ONLY}
+        try:
+            mapped = litellm.get_optional_params(model=model, custom_llm_provider=provider,
+                                                 **params)
+        except Exception:  # a parameter litellm does not map: sent as given
+            mapped = dict(params)
+        mapped.pop("stream", None)
+        extra = mapped.pop("extra_body", None) or {}
+        return {"model": model, "messages": kwargs["messages"], **mapped, **extra}
+
+    async def _result_for(self, line: BatchLine) -> LineResult:
+        key = line.custom_id
+        if key not in self._consumed:
+            record = self.registry.holding(key)
+            if record is not None:
+                results = await self._follow(record)
+                self._consumed.add(key)
+                if key in results:
+                    self.counts["read again"] += record.tag not in self._own
+                    return results[key]
+                if self._created(record.tag):
+                    self.counts["resent"] += 1
+        while True:
+            result = await self._collect(line)
+            self._consumed.add(key)
+            if result is not None:
+                return result
+            self.counts["resent"] += 1  # its batch expired or was cancelled before running it
+
+    # Gathering lines into batches.
+
+    async def _collect(self, line: BatchLine) -> LineResult | None:
+        held = self._pending.get(line.custom_id)
+        if held is not None:  # asked twice at once: one line
+            return await asyncio.shield(held[1])
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[LineResult | None] = loop.create_future()
+        if not self._pending:
+            self._first_pending = loop.time()
+        self._pending[line.custom_id] = (line, future)
+        self._pending_bytes += self.provider.encoded_size(line)
+        limits = self.provider.limits
+        if self._timer is not None:
+            self._timer.cancel()
+        if len(self._pending) >= limits.max_requests or self._pending_bytes >= limits.max_bytes:
+            self._flush()
+        else:
+            wait = min(self.schedule.gather_s,
+                       self._first_pending + self.schedule.gather_most_s - loop.time())
+            self._timer = loop.call_later(max(0.0, wait), self._flush)
+        return await asyncio.shield(future)
+
+    def _flush(self) -> None:
+        self._timer = None
+        pending, self._pending, self._pending_bytes = list(self._pending.values()), {}, 0
+        for chunk in self._split(pending):
+            task = asyncio.ensure_future(self._run(chunk))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    def _split(self, pending: list[tuple[BatchLine, asyncio.Future[LineResult | None]]]
+               ) -> list[list[tuple[BatchLine, asyncio.Future[LineResult | None]]]]:
+        limits = self.provider.limits
+        chunks: list[list[tuple[BatchLine, asyncio.Future[LineResult | None]]]] = [[]]
+        size = 0
+        for item in pending:
+            grows = self.provider.encoded_size(item[0])
+            if chunks[-1] and (len(chunks[-1]) >= limits.max_requests
+                               or size + grows > limits.max_bytes):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(item)
+            size += grows
+        return [chunk for chunk in chunks if chunk]
+
+    async def _run(self, chunk: list[tuple[BatchLine, asyncio.Future[LineResult | None]]]
+                   ) -> None:
+        try:
+            results = await self._submit([line for line, _ in chunk])
+        except BaseException as exc:
+            for _, future in chunk:
+                if not future.done():
+                    future.set_exception(exc) if not isinstance(exc, asyncio.CancelledError) \
+                        else future.cancel()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for line, future in chunk:
+            if not future.done():
+                future.set_result(results.get(line.custom_id))
+
+    async def _submit(self, lines: list[BatchLine]) -> dict[str, LineResult]:
+        tag = uuid.uuid4().hex
+        record = BatchRecord(tag, self.provider.name, self.endpoint, self.model,
+                             tuple(line.custom_id for line in lines))
+        self.registry.put(record)  # before the batch exists: a crash from here on is found
+        self._own.add(tag)
+        try:
+            batch_id = await self.provider.submit(lines, tag)
+        except Exception:
+            # Created or not? The provider says; an unanswered question leaves the record
+            # without an id, for whoever needs these requests next to ask again.
+            batch_id = await self.provider.find(tag)
+            if batch_id is None:
+                self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
+                raise
+        self.counts["lines sent"] += len(lines)
+        self.counts["batches"] += 1
+        record = record.with_(batch_id=batch_id, state="validating", submitted=time.time())
+        self.registry.put(record)
+        return await self._follow(record)
+
+    # Following a batch to its end.
+
+    def _created(self, tag: str) -> bool:
+        found = next((record for record in self.registry.records() if record.tag == tag), None)
+        return found is not None and found.state != NEVER_CREATED
+
+    def _follow(self, record: BatchRecord) -> "asyncio.Future[dict[str, LineResult]]":
+        task = self._followed.get(record.tag)
+        if task is None:
+            task = self._followed[record.tag] = asyncio.ensure_future(self._until_ended(record))
+        return asyncio.shield(task)
+
+    async def _until_ended(self, record: BatchRecord) -> dict[str, LineResult]:
+        if not record.batch_id:
+            found = await self.provider.find(record.tag)
+            if found is None:  # its process died before creating it
+                self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
+                return {}
+            record = record.with_(batch_id=found, state="validating",
+                                  submitted=record.submitted or time.time())
+            self.registry.put(record)
+        delay = self.schedule.first_s
+        failures = 0
+        while record.state not in ENDED:
+            try:
+                progress = await self.provider.progress(record.batch_id)
+            except Exception as exc:  # the provider unreachable for a while: look again later
+                failures += 1
+                if failures >= 10:
+                    raise
+                log.warning("batch %s: its state could not be read (%s); trying again",
+                            record.batch_id, str(exc).splitlines()[0][:200])
+            else:
+                failures = 0
+                now = record.with_(state=progress.status, done=progress.done,
+                                   failed=progress.failed,
+                                   ended=time.time() if progress.ended else None)
+                if now != record:
+                    record = now
+                    self.registry.put(record)
+                    if self.on_progress is not None:
+                        self.on_progress(record)
+                if progress.ended:
+                    break
+            await asyncio.sleep(delay)
+            delay = min(delay * self.schedule.factor, self.schedule.most_s)
+        return {result.custom_id: result for result in await self.provider.results(
+            record.batch_id)}
