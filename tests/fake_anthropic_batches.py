@@ -267,7 +267,13 @@ class FakeAnthropic:
             def do_GET(self):
                 parts = urlsplit(self.path)
                 path = parts.path.rstrip("/").split("/")
-                if path[-1] == "batches":
+                if path[-1] == "models":  # what proactflow's preflight reads, with a bearer key
+                    if self.headers.get("Authorization") != f"Bearer {fake.api_key}" \
+                            and self._refused("models"):
+                        return
+                    self._send(200, {"data": [{"id": name, "type": "model"}
+                                              for name in fake.responders], "has_more": False})
+                elif path[-1] == "batches":
                     if self._refused("list"):
                         return
                     self._send(200, self._list(parse_qs(parts.query)))

@@ -25,18 +25,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, AsyncIterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import httpx
 
-from ..common.errors import EndpointDown, ProviderRejected
+from ..common.errors import EndpointDown, ProviderRejected, UserError
 from ..common.redaction import redact
+from ..config.endpoints import split_credentials
+from ..config.settings import ModelRole
+from ..providers.chat import api_key_for
 from ..providers.provider_errors import AttemptFailed, classify
 from . import anthropic_wire as wire
+from .anthropic_wire import PROVIDER
 from .protocol import BatchLimits, BatchLine, BatchProgress, BatchStatus, LineResult
 
 DEFAULT_BASE = "https://api.anthropic.com"
@@ -106,8 +111,10 @@ class AnthropicBatches:
 
     def __init__(self, api_key: str, api_base: str | None = None, *, timeout_s: float = 120.0,
                  attempts: int = 6, retry_base_s: float = 1.0, retry_max_s: float = 60.0,
-                 find_poll_s: float = 30.0, version: str = API_VERSION):
+                 find_poll_s: float = 30.0, version: str = API_VERSION,
+                 extra_headers: Mapping[str, str] | None = None):
         self._key = api_key
+        self._extra_headers = dict(extra_headers or {})
         self.root = api_root(api_base)
         self.timeout_s, self.attempts = timeout_s, attempts
         self.retry_base_s, self.retry_max_s, self.find_poll_s = retry_base_s, retry_max_s, find_poll_s
@@ -283,7 +290,7 @@ class AnthropicBatches:
 
     def _headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return {"x-api-key": self._key, "anthropic-version": self.version,
-                "content-type": "application/json", **(extra or {})}
+                "content-type": "application/json", **self._extra_headers, **(extra or {})}
 
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10.0),
@@ -328,3 +335,15 @@ def _created_nothing(exc: BaseException) -> bool:
     if getattr(exc, "status_code", None) == 429:
         return True
     return isinstance(exc, httpx.ConnectError)
+
+
+def for_role(role: ModelRole) -> AnthropicBatches:
+    """The adapter with the key and endpoint an interactive call of this role would use: the
+    variable the role names, a placeholder for a custom endpoint, else ANTHROPIC_API_KEY."""
+    key = api_key_for(role) or os.environ.get("ANTHROPIC_API_KEY")
+    if not key:
+        raise UserError(f"--batch: {role.model}: no Anthropic key (set ANTHROPIC_API_KEY, or "
+                        "name the variable holding it with the role's api_key_env)")
+    api_base, basic = split_credentials(role.api_base) if role.api_base else (None, None)
+    return AnthropicBatches(key, api_base, extra_headers={"Authorization": basic} if basic
+                            else None)

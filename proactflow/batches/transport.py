@@ -32,6 +32,9 @@ log = logging.getLogger("proactflow")
 _CALL_ONLY = frozenset({"model", "messages", "timeout", "max_retries", "api_base", "api_key",
                         "extra_headers"})
 """What the client passes to a completion that is not part of a batch line's body."""
+_MAPPED_BY_ADAPTER = frozenset({"anthropic"})
+"""Providers whose adapter maps the OpenAI request onto their own API itself, as litellm does
+for an interactive call (anthropic_wire.py): their lines keep the protocol's OpenAI form."""
 
 
 class LineFailed(Exception):
@@ -94,6 +97,8 @@ class BatchTransport:
         model, provider, _, _ = litellm.get_llm_provider(kwargs["model"],
                                                          api_base=kwargs.get("api_base"))
         params = {name: value for name, value in kwargs.items() if name not in _CALL_ONLY}
+        if provider in _MAPPED_BY_ADAPTER:
+            return {"model": model, "messages": kwargs["messages"], **params}
         try:
             mapped = litellm.get_optional_params(model=model, custom_llm_provider=provider,
                                                  **params)
