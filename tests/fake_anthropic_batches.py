@@ -93,6 +93,9 @@ class FakeAnthropic:
         """Batch API requests by kind: create, retrieve, list, results, cancel."""
         self.headers_seen: list[dict[str, str]] = []
         self.responder_errors: list[str] = []
+        self.on_event: Callable[[str, str], None] | None = None
+        """Called as (event, batch id) before the server answers "create" (the batch exists by
+        then), "retrieve" and "results": a test kills its client in any phase."""
         self.batches: dict[str, _Batch] = {}
         self._order: list[str] = []
         self._lock = threading.Lock()
@@ -155,6 +158,10 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": {"input_tokens": sum(len(m["content"].split()) for m in prompt),
                       "output_tokens": words}}
+
+    def _event(self, name: str, batch_id: str) -> None:
+        if self.on_event is not None:
+            self.on_event(name, batch_id)
 
     # Batches.
 
@@ -280,6 +287,7 @@ class FakeAnthropic:
                 elif path[-1] == "results":
                     if self._refused("results") or (batch := self._batch(path[-2])) is None:
                         return
+                    fake._event("results", batch.id)
                     with fake._lock:
                         fake._view(batch)
                         if batch.ended is None:
@@ -293,6 +301,7 @@ class FakeAnthropic:
                 else:
                     if self._refused("retrieve") or (batch := self._batch(path[-1])) is None:
                         return
+                    fake._event("retrieve", batch.id)
                     with fake._lock:
                         self._send(200, fake._view(batch))
 
@@ -326,7 +335,9 @@ class FakeAnthropic:
                         self._send(413, _error("request_too_large",
                                                "Request exceeds the maximum allowed size"))
                         return
-                    self._send(200, fake.create(json.loads(raw)["requests"]))
+                    created = fake.create(json.loads(raw)["requests"])
+                    fake._event("create", created["id"])
+                    self._send(200, created)
                 elif path.endswith("/cancel"):
                     batch_id = path.split("/")[-2]
                     if self._refused("cancel") or (batch := self._batch(batch_id)) is None:

@@ -111,7 +111,7 @@ class AnthropicBatches:
 
     def __init__(self, api_key: str, api_base: str | None = None, *, timeout_s: float = 120.0,
                  attempts: int = 6, retry_base_s: float = 1.0, retry_max_s: float = 60.0,
-                 find_poll_s: float = 30.0, version: str = API_VERSION,
+                 find_poll_s: float = 60.0, version: str = API_VERSION,
                  extra_headers: Mapping[str, str] | None = None):
         self._key = api_key
         self._extra_headers = dict(extra_headers or {})
@@ -195,7 +195,8 @@ class AnthropicBatches:
         workspace's, newest first) created after `created_after` (a Unix time; by default 29
         days ago, as long as results are kept) are looked at: an ended one is read, and when
         the tag is on none of them while some are still processing, this waits for those to end
-        (polling every `find_poll_s` seconds; a batch ends within 24 hours) rather than guess:
+        (looking again after 1 s, then half as long again each time up to `find_poll_s`; a batch
+        ends within 24 hours) rather than guess:
         a guess either sends the lines again, paid twice, or waits on a batch that is not
         theirs. Limits: the wait can be long when other clients of the workspace have batches
         in progress (passing the time the tag was recorded, less the clocks' difference, keeps
@@ -210,8 +211,10 @@ class AnthropicBatches:
                 pending.append(str(batch["id"]))
             elif await self._carries(batch, mark):
                 return str(batch["id"])
+        wait = min(1.0, self.find_poll_s)
         while pending:
-            await asyncio.sleep(self.find_poll_s)
+            await asyncio.sleep(wait)
+            wait = min(wait * 1.5, self.find_poll_s)
             still: list[str] = []
             for batch_id in pending:
                 batch = await self._batch(batch_id)
