@@ -74,15 +74,15 @@ class BatchRecord:
 
 
 class BatchRegistry(Protocol):
-    def put(self, record: BatchRecord) -> None:
+    async def put(self, record: BatchRecord) -> None:
         """Write (or replace) the record of `record.tag`; durable when it returns."""
         ...
 
-    def records(self) -> list[BatchRecord]:
+    async def records(self) -> list[BatchRecord]:
         """Every record, oldest first."""
         ...
 
-    def holding(self, key: str) -> BatchRecord | None:
+    async def holding(self, key: str) -> BatchRecord | None:
         """The newest batch holding request `key` that was (or may have been) created."""
         ...
 
@@ -96,7 +96,7 @@ class LocalBatchRegistry:
         """Records already parsed, by file name, with the file's mtime then."""
         self._index = KeyIndex()
 
-    def put(self, record: BatchRecord) -> None:
+    async def put(self, record: BatchRecord) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".", suffix=".tmp")
         try:
@@ -109,7 +109,11 @@ class LocalBatchRegistry:
             Path(temporary).unlink(missing_ok=True)
             raise
 
-    def records(self) -> list[BatchRecord]:
+    async def records(self) -> list[BatchRecord]:
+        return self.read()
+
+    def read(self) -> list[BatchRecord]:
+        """Every record, oldest first (for callers outside an event loop)."""
         if not self.folder.is_dir():
             return []
         found = []
@@ -125,8 +129,8 @@ class LocalBatchRegistry:
             found.append(known[1])
         return sorted(found, key=lambda record: record.created)
 
-    def holding(self, key: str) -> BatchRecord | None:
-        return self._index.holding(self.records(), key)
+    async def holding(self, key: str) -> BatchRecord | None:
+        return self._index.holding(self.read(), key)
 
 
 class KeyIndex:

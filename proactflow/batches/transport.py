@@ -111,14 +111,14 @@ class BatchTransport:
     async def _result_for(self, line: BatchLine) -> LineResult:
         key = line.custom_id
         if key not in self._consumed:
-            record = self.registry.holding(key)
+            record = await self.registry.holding(key)
             if record is not None:
                 results = await self._follow(record)
                 self._consumed.add(key)
                 if key in results:
                     self.counts["read again"] += record.tag not in self._own
                     return results[key]
-                if self._created(record.tag):
+                if await self._created(record.tag):
                     self.counts["resent"] += 1
         while True:
             result = await self._collect(line)
@@ -193,8 +193,10 @@ class BatchTransport:
         tag = uuid.uuid4().hex
         record = BatchRecord(tag, self.provider.name, self.endpoint, self.model,
                              tuple(line.custom_id for line in lines))
-        self.registry.put(record)  # before the batch exists: a crash from here on is found
+        # Recorded before the batch exists: a crash from here on leaves it to be found.
+        await self.registry.put(record)
         self._own.add(tag)
+        batch_id: str | None
         try:
             batch_id = await self.provider.submit(lines, tag)
         except Exception:
@@ -202,18 +204,20 @@ class BatchTransport:
             # without an id, for whoever needs these requests next to ask again.
             batch_id = await self.provider.find(tag)
             if batch_id is None:
-                self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
+                await self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
                 raise
+        assert batch_id is not None
         self.counts["lines sent"] += len(lines)
         self.counts["batches"] += 1
         record = record.with_(batch_id=batch_id, state="validating", submitted=time.time())
-        self.registry.put(record)
+        await self.registry.put(record)
         return await self._follow(record)
 
     # Following a batch to its end.
 
-    def _created(self, tag: str) -> bool:
-        found = next((record for record in self.registry.records() if record.tag == tag), None)
+    async def _created(self, tag: str) -> bool:
+        found = next((record for record in await self.registry.records() if record.tag == tag),
+                     None)
         return found is not None and found.state != NEVER_CREATED
 
     def _follow(self, record: BatchRecord) -> "asyncio.Future[dict[str, LineResult]]":
@@ -224,13 +228,13 @@ class BatchTransport:
 
     async def _until_ended(self, record: BatchRecord) -> dict[str, LineResult]:
         if not record.batch_id:
-            found = await self.provider.find(record.tag)
+            found: str | None = await self.provider.find(record.tag)
             if found is None:  # its process died before creating it
-                self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
+                await self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
                 return {}
             record = record.with_(batch_id=found, state="validating",
                                   submitted=record.submitted or time.time())
-            self.registry.put(record)
+            await self.registry.put(record)
         delay = self.schedule.first_s
         failures = 0
         while record.state not in ENDED:
@@ -249,7 +253,7 @@ class BatchTransport:
                                    ended=time.time() if progress.ended else None)
                 if now != record:
                     record = now
-                    self.registry.put(record)
+                    await self.registry.put(record)
                     if self.on_progress is not None:
                         self.on_progress(record)
                 if progress.ended:

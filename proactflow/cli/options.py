@@ -299,7 +299,7 @@ def add_batch_options(parser: Any) -> None:
              "started again waits for its batches instead of paying twice. A model whose "
              "provider has no batch API stops the run before any call; with 'auto' its calls "
              "are interactive (said in the plan). See docs/sweeps.md#batch-mode")
-    parser.add_argument("--batch-poll", type=positive_float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--batch-poll", type=positive_float, metavar="SECONDS",
                         help="--batch: first wait between two looks at a batch's state, "
                              "growing by half each time up to 10 minutes (default: 30)")
 

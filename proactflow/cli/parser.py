@@ -6,9 +6,9 @@ import argparse
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
 from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
-from .options import (EPILOG, Parser, add_batch_options, add_database_option, add_role_options,
-                      add_selection_options, add_store_option, age, fraction, judge_list,
-                      non_negative_float, phases_list, positive_float, positive_int,
+from .options import (EPILOG, Parser, add_batch_options, add_database_option,
+                      add_role_options, add_selection_options, add_store_option, age, fraction,
+                      judge_list, non_negative_float, phases_list, positive_float, positive_int,
                       prompt_file)
 from .history_command import add_history_command
 from .rejudging import rejudge_command
@@ -274,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--refresh-on-change", action="store_true",
                        help="ask a model (or judge) again when the model serving its name "
                             "changed since its cached results (as refresh_on_change = true)")
+    add_batch_options(sweep)
     add_database_option(sweep)
     sweep.set_defaults(handler=sweep_command)
     add_history_command(commands)

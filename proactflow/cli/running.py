@@ -114,12 +114,14 @@ def run_command(args: argparse.Namespace) -> int:
     forget_all()
 
     def option_checks() -> RunSettings:
+        from ..batches.roles import check_batch_roles
         from ..run.pipeline import suite_of
-        from ..run.preflight import check_vision
+        from ..run.preflight import called_roles, check_vision
 
         settings = settings_from_args(args)
         suite = suite_of(settings)
         suite.check_settings(settings)
+        check_batch_roles(called_roles(settings, args.command == "run"))
         if suite.sends_images and args.command == "run" and suite.asks_model:
             check_vision(settings.model_under_test)
         return settings
@@ -175,7 +177,8 @@ def print_usage(usage: dict[str, Any]) -> None:
     for role, used in usage.items():
         print(f"{role.replace('_', ' ')} {used['model']}: paid this run "
               f"{used['paid_prompt_tokens']} prompt + {used['paid_completion_tokens']} "
-              f"completion tokens, {_dollars(used['paid_cost_usd'])}; results worth "
+              f"completion tokens, {_dollars(used['paid_cost_usd'])}"
+              f"{' at batch prices' if used.get('paid_at') else ''}; results worth "
               f"{used['prompt_tokens']} + {used['completion_tokens']} tokens, "
               f"{_dollars(used['estimated_cost_usd'])}")
 

@@ -34,6 +34,10 @@ def sweep_command(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"processes": args.processes})
     if args.refresh_on_change:
         config = config.model_copy(update={"refresh_on_change": True})
+    if args.batch:  # the file's default for entries that do not say
+        config = config.model_copy(update={"batch": True if args.batch == "on" else "auto"})
+    if args.batch_poll is not None:
+        config = config.model_copy(update={"batch_poll": args.batch_poll})
     runs = config.runs()
     if not config.deployment:
         _prestart_process_groups(config, runs)

@@ -10,7 +10,7 @@ from .errors import UserError
 if TYPE_CHECKING:
     import asyncpg
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PRESENCE_SPACE = 0x70726573
 """The first key of the two-key advisory lock (PRESENCE_SPACE, holder) that a process holds on
 its leases' connection while it is connected: how others see that a lease's holder is there."""
@@ -87,6 +87,19 @@ BEGIN
 END $$;
 """
 
+# Version 3 (issue #29): the batches submitted with --batch, a record each (registry.py), and
+# which batches hold each request.
+_SCHEMA_3 = """
+CREATE TABLE IF NOT EXISTS proactflow_batches (
+    tag text PRIMARY KEY,
+    record jsonb NOT NULL,
+    created double precision NOT NULL);
+CREATE TABLE IF NOT EXISTS proactflow_batch_keys (
+    request_key text NOT NULL,
+    tag text NOT NULL REFERENCES proactflow_batches (tag) ON DELETE CASCADE,
+    PRIMARY KEY (request_key, tag));
+"""
+
 
 async def ensure_schema(connection: asyncpg.Connection) -> None:
     """Tables on first use; the version recorded, so that a later layout can migrate. Only
@@ -103,6 +116,7 @@ async def ensure_schema(connection: asyncpg.Connection) -> None:
             await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
             await connection.execute(_SCHEMA)
             await connection.execute(_SCHEMA_2)
+            await connection.execute(_SCHEMA_3)
             await connection.execute(
                 "INSERT INTO proactflow_schema VALUES ('proactflow', $1) ON CONFLICT "
                 "(component) DO UPDATE SET version = GREATEST(proactflow_schema.version, "

@@ -24,6 +24,8 @@ from ..common.errors import UserError
 from ..config.endpoints import endpoint_url, models_listing
 from ..config.effective import wire_params
 from ..providers.chat import ChatOutcome, ChatRequest, api_key_for
+from ..batches.pricing import batch_cost
+from ..batches.roles import batched, check_batch_roles
 from ..providers.llm import estimated_cost
 from ..config.settings import UNSENT_MAX_TOKENS_ESTIMATE, ModelRole, RunSettings
 from ..suites.base import Prompts, Step, Suite
@@ -117,6 +119,12 @@ def role_lines(label: str, role: ModelRole, response_format: str | None = None) 
     return lines
 
 
+def called_roles(settings: RunSettings, regenerate: bool = True) -> dict[str, ModelRole]:
+    """The roles a run calls: a re-judging calls only its judge."""
+    return {name: role for name, role in settings.roles.items()
+            if regenerate or name != "model_under_test"}
+
+
 @dataclass
 class Plan:
     summary: str
@@ -146,6 +154,12 @@ class Plan:
         high = estimated_cost(role.model, prompt_tokens, most)
         cost = (f"${low:.2f} (prompts only) to ${high:.2f} (every reply at max tokens)"
                 if low is not None and high is not None else "unknown (not in litellm's price map)")
+        if batched(role):
+            batch_low = batch_cost(role.model, prompt_tokens, 0)
+            batch_high = batch_cost(role.model, prompt_tokens, most)
+            cost = (f"${batch_low:.2f} to ${batch_high:.2f} in batches vs {cost} interactive"
+                    if batch_low is not None and batch_high is not None else
+                    f"{cost} interactive; its batch price is not in litellm's map")
         return (f"{label}~{prompt_tokens:,} prompt tokens to send, replies up to {most:,} tokens; "
                 f"estimated cost {cost}")
 
@@ -159,6 +173,7 @@ class Plan:
             if used and role is not None:
                 out.extend(role_lines(label, role, judge_response_format
                                       if label == "judging" else None))
+        out.extend(check_batch_roles(called_roles(settings, regenerate)))
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:

@@ -10,6 +10,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
+from ..batches.pricing import batch_cost
+from ..batches.roles import batched
 from ..config.settings import RunSettings
 from ..providers.llm import estimated_cost
 from .pipeline import StageReport, open_store, suite_of
@@ -55,13 +57,17 @@ def usage_and_cost(settings: RunSettings, responses: pl.DataFrame, judgments: pl
         completion = int(frame["completion_tokens"].fill_null(0).sum())
         cost = estimated_cost(name, prompt, completion)
         paid_prompt, paid_completion = paid[stage]
-        paid_cost = estimated_cost(name, paid_prompt, paid_completion) \
+        role_settings = settings.judge if role == "judge" else settings.model_under_test
+        batch_price = batched(role_settings) if role_settings is not None else False
+        paid_cost = (batch_cost(name, paid_prompt, paid_completion) if batch_price else
+                     estimated_cost(name, paid_prompt, paid_completion)) \
             if paid_prompt or paid_completion else 0.0
         usage[role] = {"model": name, "prompt_tokens": prompt, "completion_tokens": completion,
                        "estimated_cost_usd": cost if cost is not None else "unknown",
                        "paid_prompt_tokens": paid_prompt,
                        "paid_completion_tokens": paid_completion,
-                       "paid_cost_usd": paid_cost if paid_cost is not None else "unknown"}
+                       "paid_cost_usd": paid_cost if paid_cost is not None else "unknown",
+                       **({"paid_at": "batch prices"} if batch_price else {})}
     return usage
 
 

@@ -24,6 +24,9 @@ tpm = 400000                          # optional: default tokens per minute per 
                                       # (default: one per 4 pairs, at most one per core)
 # deployment = "evaluate/evaluate"    # optional: each pair a run of this deployment, on the
                                       # pool's workers (a model's `work_queue` picks a queue)
+# batch = true                        # optional: every call through the providers' batch
+                                      # APIs ("auto": interactive where there is none); an
+                                      # entry's own batch = true/false/"auto" wins
 
 [[judges]]
 model = "gpt-5.4"
@@ -51,7 +54,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_serializer,
                       field_validator, model_validator)
@@ -62,8 +65,9 @@ from ..common.redaction import redact_url, url_has_secrets
 from ..results.evaluations import safe_name
 from ..common.postgres import check_database_url, default_database
 from ..limits.model_limits import MAX_CONCURRENCY, Limits
-from ..config.settings import (RULES, DEFAULT_SUITE, CorpusSource, ModelRole, Role, RunSettings,
-                               RuntimeOptions, check_store, default_store, role_generation)
+from ..config.settings import (RULES, DEFAULT_SUITE, BatchMode, CorpusSource, ModelRole, Role,
+                               RunSettings, RuntimeOptions, check_store, default_store,
+                               role_generation)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -99,6 +103,10 @@ class SweepModel(BaseModel):
         default=None, description="Models under test: true declares that the model takes "
                                   "images (a model on your own endpoint that litellm's map does "
                                   "not know); a suite that sends images refuses it otherwise.")
+    batch: bool | Literal["auto"] | None = Field(
+        default=None, description="This model's calls through its provider's batch API (true), "
+                                  "interactive (false), or batched where it has one (\"auto\"); "
+                                  "default the file's `batch`.")
     work_queue: str | None = Field(
         default=None, description="Models, with `deployment` only: the work queue of the pool "
                                   "its evaluations wait in (e.g. one served by its GPU node's "
@@ -117,7 +125,9 @@ class SweepModel(BaseModel):
             else value
 
     def role(self, kind: Role, suite: str = DEFAULT_SUITE,
-             options: dict[str, Any] | None = None) -> ModelRole:
+             options: dict[str, Any] | None = None,
+             batch: bool | Literal["auto"] = False) -> ModelRole:
+        """The entry as a role; `batch` is the file's, for an entry that does not say."""
         explicit = self.model_dump(include={"temperature", "max_tokens", "top_p",
                                             "reasoning_effort", "system_prompt",
                                             "gemini_safety_off"}, exclude_unset=True)
@@ -127,7 +137,8 @@ class SweepModel(BaseModel):
         return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                          generation=generation, deviations=deviations, revision=self.revision,
                          limits=Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm),
-                         vision=self.vision if kind == "model_under_test" else None)
+                         vision=self.vision if kind == "model_under_test" else None,
+                         batch=batch_mode(self.batch if self.batch is not None else batch))
 
 
 class SweepConfig(BaseModel):
@@ -191,6 +202,13 @@ class SweepConfig(BaseModel):
         default=None, ge=1, le=256, strict=True,
         description="Processes of this machine the evaluations are spread over; default one per "
                     "4 pairs, at most one per core (1: all in the sweep's own process).")
+    batch: bool | Literal["auto"] = Field(
+        default=False, description="Every model's and judge's calls through its provider's "
+                                   "batch API (true; \"auto\": interactive where there is "
+                                   "none), unless its entry says otherwise.")
+    batch_poll: float = Field(
+        default=30.0, gt=0, description="Seconds between the first two looks at a batch's "
+                                        "state, growing by half each time up to 10 minutes.")
     deployment_timeout: float = Field(
         default=600.0, gt=0, description="Seconds a pair's run may wait in a work queue that no "
                                          "worker polls before it is cancelled and fails.")
@@ -246,8 +264,9 @@ class SweepConfig(BaseModel):
         out = Path(place(self.out)) if self.out else None
         runs = [RunSettings(
             suite=self.suite, suite_options=options,
-            model_under_test=model.role("model_under_test", self.suite, options),
-            judge=judge.role("judge", self.suite, options) if judge is not None else None,
+            model_under_test=model.role("model_under_test", self.suite, options, self.batch),
+            judge=judge.role("judge", self.suite, options, self.batch)
+            if judge is not None else None,
             corpus=CorpusSource(path=self.corpus and place(self.corpus), revision=self.revision,
                                 limit=self.limit, parts=_parts(self.parts)),
             judge_prompt_file=self.judge_prompt and place(self.judge_prompt),
@@ -256,7 +275,8 @@ class SweepConfig(BaseModel):
             min_coverage=self.min_coverage,
             out=str(out / f"{safe_name(model.model)}__"
                     f"{safe_name(judge.model if judge else RULES)}") if out else None,
-            runtime=RuntimeOptions(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm))
+            runtime=RuntimeOptions(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm,
+                                   batch_poll_s=self.batch_poll))
             for model in self.models for judge in judges]
         # The variant (the multimodal suite's mode, hint, reference; the video suite's parts)
         # is named in each run's folder, as in its title.
@@ -270,6 +290,10 @@ class SweepConfig(BaseModel):
         """The work queue of each of `runs()`, in its order (None: the deployment's)."""
         return [model.work_queue for model in self.models
                 for _ in range(max(1, len(self.judges)))]
+
+
+def batch_mode(batch: bool | Literal["auto"]) -> BatchMode:
+    return "auto" if batch == "auto" else "on" if batch else "off"
 
 
 def _absolute(path: str) -> str:

@@ -1,0 +1,112 @@
+"""`batch = true` in a sweep file: ProactBench and Proactive Agent (an episode suite: a round
+per step across every trace) through the fake batch API, leaderboards equal to the interactive
+sweep's."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fake_batches import FakeBatches
+from helpers import request_identity, run_cli
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS, replay_model, synthetic_judge, synthetic_model
+from test_proactiveagent_suite import DATA, agent, reward_model
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+def proactbench_sweep(url: str, folder: Path, batch: str) -> Path:
+    config = folder / "sweep.toml"
+    folder.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"""
+store = "{folder / 'store'}"
+out = "{folder / 'out'}"
+corpus = "{SAMPLE_CORPUS}"
+judge_prompt = "{JUDGE_PROMPT}"
+batch_poll = 0.05
+{batch}
+
+[[judges]]
+model = "openai/judge2"
+api_base = "{url}"
+
+[[models]]
+model = "openai/gen"
+api_base = "{url}"
+
+[[models]]
+model = "openai/synth"
+api_base = "{url}"
+""", encoding="utf-8")
+    return config
+
+
+def agent_sweep(url: str, folder: Path, batch: str) -> Path:
+    config = folder / "sweep.toml"
+    folder.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"""
+suite = "proactiveagent"
+store = "{folder / 'store'}"
+out = "{folder / 'out'}"
+corpus = "{DATA}"
+min_coverage = 0.5
+batch_poll = 0.05
+
+[prompts]
+agent_system = "{DATA / 'agent_system_prompt.txt'}"
+agent_instruction = "{DATA / 'agent_step_instruction.txt'}"
+judge = "{DATA / 'reward_system_prompt.txt'}"
+judge_instruction = "{DATA / 'reward_instruction.txt'}"
+
+[[judges]]
+model = "openai/reward"
+api_base = "{url}"
+{batch}
+
+[[models]]
+model = "openai/agent"
+api_base = "{url}"
+{batch}
+""", encoding="utf-8")
+    return config
+
+
+def leaderboard(folder: Path) -> pl.DataFrame:
+    return pl.read_csv(folder / "out" / "leaderboard.csv")
+
+
+def test_a_batched_proactbench_sweep_prints_the_interactive_sweeps_tables(published, tmp_path):
+    with FakeBatches({"gen": replay_model(published), "synth": synthetic_model,
+                      "judge2": synthetic_judge}, completion_delay=0.1) as fake:
+        assert run_cli("sweep", ["--config", str(proactbench_sweep(
+            fake.url, tmp_path / "interactive", ""))]) == 0
+        interactive_calls = sum(fake.calls.values())
+        fake.reset_counts()
+        assert run_cli("sweep", ["--config", str(proactbench_sweep(
+            fake.url, tmp_path / "batched", "batch = true"))]) == 0
+        assert sum(fake.calls.values()) == 0
+        assert sum(fake.lines_submitted.values()) == interactive_calls
+        assert not fake.twice
+    assert leaderboard(tmp_path / "batched").equals(leaderboard(tmp_path / "interactive"))
+
+
+def test_a_batched_proactive_agent_sweep_runs_a_round_per_step(tmp_path):
+    with FakeBatches({"agent": agent, "reward": reward_model}, completion_delay=0.05) as fake:
+        assert run_cli("sweep", ["--config", str(agent_sweep(
+            fake.url, tmp_path / "interactive", ""))]) == 0
+        interactive_calls = sum(fake.calls.values())
+        asked = Counter(request_identity(request) for request in fake.requests)
+        fake.reset_counts()
+        assert run_cli("sweep", ["--config", str(agent_sweep(
+            fake.url, tmp_path / "batched", "batch = true"))]) == 0
+        assert sum(fake.calls.values()) == 0
+        # The same requests, as many times: the event whose reply is never the protocol's JSON
+        # is asked again (5 tries) in a batch of its own each time, as interactively.
+        assert Counter(request_identity(request) for request in fake.requests) == asked
+        # a round per step: the first batch holds the first event of each of the 3 traces
+        assert fake.batch_sizes[0] == 3 and len(fake.batch_sizes) < interactive_calls, \
+            fake.batch_sizes
+    assert leaderboard(tmp_path / "batched").equals(leaderboard(tmp_path / "interactive"))
