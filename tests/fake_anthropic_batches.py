@@ -74,7 +74,7 @@ class FakeAnthropic:
     def __init__(self, responders: dict[str, Responder] | None = None, *,
                  api_key: str = "sk-ant-test", completion_delay: float = 0.5,
                  fate: Fate | None = None, max_request_bytes: int = 256_000_000,
-                 cancel_delay: float = 0.1):
+                 cancel_delay: float = 0.1, port: int = 0):
         self.responders: dict[str, Responder] = dict(responders or {})
         self.api_key = api_key
         self.completion_delay = completion_delay
@@ -93,13 +93,15 @@ class FakeAnthropic:
         """Batch API requests by kind: create, retrieve, list, results, cancel."""
         self.headers_seen: list[dict[str, str]] = []
         self.responder_errors: list[str] = []
+        self.usage: dict[str, list[int]] = {}
+        """model -> [input tokens, output tokens] of the batch lines it answered."""
         self.on_event: Callable[[str, str], None] | None = None
         """Called as (event, batch id) before the server answers "create" (the batch exists by
         then), "retrieve" and "results": a test kills its client in any phase."""
         self.batches: dict[str, _Batch] = {}
         self._order: list[str] = []
         self._lock = threading.Lock()
-        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", port), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -110,6 +112,10 @@ class FakeAnthropic:
     def start(self) -> "FakeAnthropic":
         self._thread.start()
         return self
+
+    def serve(self) -> None:
+        """Serve in this thread until the process ends (a benchmark's fake of its own)."""
+        self._server.serve_forever()
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -159,6 +165,16 @@ class FakeAnthropic:
             "usage": {"input_tokens": sum(len(m["content"].split()) for m in prompt),
                       "output_tokens": words}}
 
+    def stats(self) -> dict:
+        return {"lines": sum(self.submitted.values()),
+                "twice": sum(1 for n in self.submitted.values() if n > 1),
+                "batches": len(self.batches),
+                "interactive": sum(self.interactive_calls.values()),
+                "usage": self.usage,
+                "first_created": min((b.created for b in self.batches.values()), default=None),
+                "last_due": max((b.finish_at[-1] for b in self.batches.values()),
+                                default=None)}
+
     def _event(self, name: str, batch_id: str) -> None:
         if self.on_event is not None:
             self.on_event(name, batch_id)
@@ -175,6 +191,10 @@ class FakeAnthropic:
                 continue
             if now >= due and fate == "succeeded":
                 status, body = self.message(params)
+                if status == 200:
+                    used = self.usage.setdefault(str(params.get("model")), [0, 0])
+                    used[0] += body["usage"]["input_tokens"]
+                    used[1] += body["usage"]["output_tokens"]
                 batch.outcomes[custom_id] = (
                     {"type": "succeeded", "message": body} if status == 200 else
                     {"type": "errored", "error": body})
@@ -280,6 +300,9 @@ class FakeAnthropic:
                         return
                     self._send(200, {"data": [{"id": name, "type": "model"}
                                               for name in fake.responders], "has_more": False})
+                elif path[-1] == "stats":  # for a benchmark running the fake apart
+                    with fake._lock:
+                        self._send(200, fake.stats())
                 elif path[-1] == "batches":
                     if self._refused("list"):
                         return

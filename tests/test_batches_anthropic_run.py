@@ -47,6 +47,7 @@ def test_batched_anthropic_run_equals_interactive_run(claude, tmp_path):
     assert run_cli("run", args(claude, batched, FAST)) == 0
     assert sum(claude.interactive_calls.values()) == asked  # not one interactive call
     assert sum(claude.submitted.values()) == asked and set(claude.submitted.values()) == {1}
+    print("BATCH SIZES", [len(b.lines) for b in claude.batches.values()])
     assert len(claude.batches) >= 2  # generation, then judging
     first = next(iter(claude.batches.values()))
     assert len(first.lines) == ANSWERABLE
