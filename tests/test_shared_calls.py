@@ -244,7 +244,7 @@ def test_tables_are_made_on_first_use_and_a_newer_schema_is_refused(database):
             await store.close()
         return version
 
-    with pytest.raises(UserError, match="schema version 99, newer than this proactflow's 2"):
+    with pytest.raises(UserError, match="schema version 99, newer than this proactflow's 3"):
         asyncio.run(go())
 
 

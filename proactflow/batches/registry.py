@@ -53,6 +53,11 @@ class BatchRecord:
     ended: float | None = None
     done: int = 0
     failed: int = 0
+    api_base: str | None = None
+    """The role's endpoint as given, credentials masked: with `api_key_env`, what `proactflow
+    batches cancel` reaches the batch with."""
+    api_key_env: str | None = None
+    """The name of the variable holding the key (never the key)."""
 
     @property
     def total(self) -> int:

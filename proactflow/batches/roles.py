@@ -6,7 +6,8 @@ import logging
 from pathlib import Path
 
 from ..common.errors import UserError
-from ..config.settings import ModelRole, RuntimeOptions
+from ..common.redaction import redact_url
+from ..config.settings import Generation, ModelRole, RuntimeOptions
 from .providers import ADAPTERS, batch_provider, provider_name
 from .registry import BatchRecord, BatchRegistry, LocalBatchRegistry
 from .transport import BatchTransport, PollSchedule
@@ -62,7 +63,16 @@ def open_transport(role: ModelRole, registry: BatchRegistry,
     schedule = PollSchedule(first_s=runtime.batch_poll_s,
                             gather_s=min(runtime.batch_gather_s, runtime.batch_poll_s))
     return BatchTransport(provider, registry, model=role.model, endpoint=role.endpoint,
-                          schedule=schedule, on_progress=say_progress)
+                          schedule=schedule, on_progress=say_progress,
+                          api_base=redact_url(role.api_base) if role.api_base else None,
+                          api_key_env=role.api_key_env)
+
+
+def role_of(record: BatchRecord) -> ModelRole:
+    """The role that made a batch, as far as reaching the batch goes (to cancel it)."""
+    return ModelRole(model=record.model, api_base=record.api_base,
+                     api_key_env=record.api_key_env,
+                     generation=Generation(temperature=None, max_tokens=None, top_p=None))
 
 
 def say_progress(record: BatchRecord) -> None:

@@ -37,6 +37,11 @@ _MAPPED_BY_ADAPTER = frozenset({"anthropic"})
 for an interactive call (anthropic_wire.py): their lines keep the protocol's OpenAI form."""
 
 
+LIVE: set[str] = set()
+"""Ids of the batches this process created or waits for that have not ended: what a Ctrl-C
+leaves running at the provider."""
+
+
 class LineFailed(Exception):
     """A batch line the provider answered with an error: classified as the same HTTP failure of
     an interactive call (a 400 is the request's refusal, a 5xx is asked again, ...)."""
@@ -64,8 +69,10 @@ class BatchTransport:
 
     def __init__(self, provider: BatchProvider, registry: BatchRegistry, *, model: str,
                  endpoint: str | None, schedule: PollSchedule = PollSchedule(),
-                 on_progress: Callable[[BatchRecord], None] | None = None):
+                 on_progress: Callable[[BatchRecord], None] | None = None,
+                 api_base: str | None = None, api_key_env: str | None = None):
         self.provider, self.registry = provider, registry
+        self.api_base, self.api_key_env = api_base, api_key_env
         self.model, self.endpoint, self.schedule = model, endpoint, schedule
         self.on_progress = on_progress
         self.counts: Counter[str] = Counter()
@@ -192,7 +199,8 @@ class BatchTransport:
     async def _submit(self, lines: list[BatchLine]) -> dict[str, LineResult]:
         tag = uuid.uuid4().hex
         record = BatchRecord(tag, self.provider.name, self.endpoint, self.model,
-                             tuple(line.custom_id for line in lines))
+                             tuple(line.custom_id for line in lines), api_base=self.api_base,
+                             api_key_env=self.api_key_env)
         # Recorded before the batch exists: a crash from here on leaves it to be found.
         await self.registry.put(record)
         self._own.add(tag)
@@ -237,6 +245,8 @@ class BatchTransport:
             await self.registry.put(record)
         delay = self.schedule.first_s
         failures = 0
+        if record.state not in ENDED:
+            LIVE.add(record.batch_id)
         while record.state not in ENDED:
             try:
                 progress = await self.provider.progress(record.batch_id)
@@ -257,6 +267,7 @@ class BatchTransport:
                     if self.on_progress is not None:
                         self.on_progress(record)
                 if progress.ended:
+                    LIVE.discard(record.batch_id)
                     break
             await asyncio.sleep(delay)
             delay = min(delay * self.schedule.factor, self.schedule.most_s)

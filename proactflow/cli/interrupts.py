@@ -49,6 +49,13 @@ def say_interrupted() -> None:
     if not _said:
         _said = True
         print(INTERRUPTED, file=sys.stderr, flush=True)
+        # Only a process that sent batches has imported the transport (and litellm).
+        transport = sys.modules.get("proactflow.batches.transport")
+        live = getattr(transport, "LIVE", ())
+        if live:
+            print(f"proactflow: {len(live)} provider batches keep running (they are paid "
+                  "for): the same command waits for them and reads their results; "
+                  "'proactflow batches cancel --all' stops them.", file=sys.stderr, flush=True)
 
 
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -10,6 +10,7 @@ from .options import (EPILOG, Parser, add_batch_options, add_database_option,
                       add_role_options, add_selection_options, add_store_option, age, fraction,
                       judge_list, non_negative_float, phases_list, positive_float, positive_int,
                       prompt_file)
+from .batch_commands import add_batches_command
 from .history_command import add_history_command
 from .rejudging import rejudge_command
 from .running import run_command
@@ -313,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_selection_options(view)
     view.set_defaults(handler=view_command)
     _add_store_admin_commands(commands)
+    add_batches_command(commands)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from typing import Any, Callable
@@ -52,6 +53,8 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     """
     from ..run.pipeline import (materialize_samples, open_store, stored_responses, suite_of,
                                 with_endpoint_fingerprints)
+    from ..batches.listing import pending_lines
+    from ..batches.roles import open_registry
     from ..run.preflight import check_access, lookup_calls, make_plan, stage_states
 
     regenerate = args.command != "rejudge"
@@ -89,6 +92,9 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     if args.command == "status":
         for line in stage_states(suite, settings, store, samples, generation_prompts,
                                  judge_prompts):
+            print(line)
+        registry = open_registry(store.local_dir("batches"), settings.database)
+        for line in pending_lines(asyncio.run(registry.records())):
             print(line)
         return False
     return not args.dry_run

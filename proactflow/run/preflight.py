@@ -147,6 +147,9 @@ class Plan:
     """Estimated prompt tokens of each generation call still to make (context_fit.py)."""
     judge_prompt_sizes: list[int] = field(default_factory=list)
     """Estimated prompt tokens of each judge call still to make."""
+    generation_rounds: int = 0
+    """--batch: the batches one after the other that generation takes at most (the longest
+    episode's steps), replies asked again aside."""
 
     def _estimate(self, label: str, role, calls: int, prompt_tokens: int) -> str:
         most = calls * (role.generation.max_tokens or UNSENT_MAX_TOKENS_ESTIMATE)
@@ -154,7 +157,7 @@ class Plan:
         high = estimated_cost(role.model, prompt_tokens, most)
         cost = (f"${low:.2f} (prompts only) to ${high:.2f} (every reply at max tokens)"
                 if low is not None and high is not None else "unknown (not in litellm's price map)")
-        if batched(role):
+        if batched(role) and low is not None:
             batch_low = batch_cost(role.model, prompt_tokens, 0)
             batch_high = batch_cost(role.model, prompt_tokens, most)
             cost = (f"${batch_low:.2f} to ${batch_high:.2f} in batches vs {cost} interactive"
@@ -174,6 +177,10 @@ class Plan:
                 out.extend(role_lines(label, role, judge_response_format
                                       if label == "judging" else None))
         out.extend(check_batch_roles(called_roles(settings, regenerate)))
+        if regenerate and self.generation_rounds:
+            out.append(f"rounds      generation: at most {self.generation_rounds} batches one "
+                       "after the other (the longest episode's steps; a reply asked again adds "
+                       "one), each judged as it comes back")
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:
@@ -349,6 +356,9 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
         else:
             plan.judge_prompt_tokens += request.estimated_prompt_tokens
             plan.judge_prompt_sizes.append(request.estimated_prompt_tokens)
+    if responses is None and batched(role):
+        plan.generation_rounds = max((sum(suite.step_limit(rows[index]) for index in episode)
+                                      for episode in suite.episodes(frame)), default=0)
     return plan
 
 
