@@ -122,8 +122,9 @@ class AnthropicBatches:
         self.page_size = 100
         """Batches per page of the list `find` reads."""
         self._lines: dict[str, BatchLine] = {}
-        """The lines this object submitted, by request key: their results are read in the
-        light of their request (see anthropic_wire.completion)."""
+        """The lines this object submitted, by request key, until their results are read: in
+        the light of their request (see anthropic_wire.completion)."""
+        self._batch_keys: dict[str, frozenset[str]] = {}
 
     def __repr__(self) -> str:  # never the key
         return f"AnthropicBatches({self.root!r})"
@@ -156,7 +157,9 @@ class AnthropicBatches:
         self._lines.update((line.custom_id, line) for line in lines)
         response = await self._send("POST", "/v1/messages/batches", content=body,
                                     headers=headers, creating=True)
-        return str(response.json()["id"])
+        batch_id = str(response.json()["id"])
+        self._batch_keys[batch_id] = frozenset(line.custom_id for line in lines)
+        return batch_id
 
     async def progress(self, batch_id: str) -> BatchProgress:
         return progress_of(await self._batch(batch_id))
@@ -166,7 +169,9 @@ class AnthropicBatches:
         """Every answered or errored line of an ended batch. `lines`, the batch's lines when
         the caller has them, let a batch submitted by another process be read exactly as this
         one's own (anthropic_wire.completion says what differs without them)."""
-        requests = {**self._lines, **{line.custom_id: line for line in lines}}
+        own = self._batch_keys.pop(batch_id, frozenset())
+        requests = {**{key: self._lines.pop(key) for key in own if key in self._lines},
+                    **{line.custom_id: line for line in lines}}
         found: list[LineResult] = []
         async for record in self._result_records(await self._batch(batch_id)):
             ids = wire.split_wire_id(str(record.get("custom_id", "")))
