@@ -157,8 +157,8 @@ def main() -> None:
           f"batches; submitted twice: {stats['twice']}; interactive calls: "
           f"{stats['interactive']}")
     print(f"wall {wall:.1f} s; ideal 2 x delay + B = {ideal:.1f} s; beyond it "
-          f"{wall - ideal:.1f} s (the last batch was due {stats['last_due'] - stats['first_created']:.1f} s "
-          f"after the first was created)")
+          f"{wall - ideal:.1f} s (the last batch was due "
+          f"{stats['last_due'] - stats['first_created']:.1f} s after the first was created)")
     print(f"CPU of the sweep's process tree: {cpu:.1f} s, {1000 * cpu / calls:.2f} ms per call; "
           f"{sampler.by_role()}; peak RSS of the tree {sampler.peak:.0f} MB")
     rows = dollars(stats["usage"])

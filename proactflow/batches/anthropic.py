@@ -28,79 +28,23 @@ import json
 import os
 import random
 import time
-from datetime import datetime
 from typing import Any, AsyncIterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import httpx
 
 from ..common.errors import EndpointDown, ProviderRejected, UserError
-from ..common.redaction import redact
 from ..config.endpoints import split_credentials
 from ..config.settings import ModelRole
 from ..providers.chat import api_key_for
 from ..providers.provider_errors import AttemptFailed, classify
 from . import anthropic_wire as wire
-from .anthropic_wire import PROVIDER
-from .protocol import BatchLimits, BatchLine, BatchProgress, BatchStatus, LineResult
+from .anthropic_wire import PROVIDER, api_root, line_error, progress_of
+from .protocol import BatchLimits, BatchLine, BatchProgress, LineResult
 
-DEFAULT_BASE = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 RESULTS_KEPT_S = 29 * 86400
 """Anthropic keeps a batch's results for 29 days: an older batch cannot be recognised."""
-_STATUS_OF_ERROR = {"invalid_request_error": 400, "authentication_error": 401,
-                    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
-                    "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
-
-
-def api_root(api_base: str | None) -> str:
-    """The API's root, whether the role's base names it, its /v1 or its /v1/messages."""
-    root = (api_base or DEFAULT_BASE).rstrip("/")
-    for suffix in ("/messages", "/v1"):
-        root = root.removesuffix(suffix)
-    return root
-
-
-def _moment(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def status_of(batch: Mapping[str, Any]) -> BatchStatus:
-    state = batch.get("processing_status")
-    if state == "in_progress":
-        return "in_progress"
-    if state == "canceling":
-        return "cancelling"
-    if state != "ended":
-        raise ValueError(f"unknown processing_status {state!r}")
-    if batch.get("cancel_initiated_at"):
-        return "cancelled"
-    if (batch.get("request_counts") or {}).get("expired"):
-        return "expired"
-    return "completed"
-
-
-def progress_of(batch: Mapping[str, Any]) -> BatchProgress:
-    counts = {name: int(value or 0) for name, value in (batch.get("request_counts") or {}).items()}
-    total = sum(counts.get(name, 0) for name in
-                ("processing", "succeeded", "errored", "canceled", "expired"))
-    return BatchProgress(status=status_of(batch), total=total,
-                         done=counts.get("succeeded", 0) + counts.get("errored", 0),
-                         failed=counts.get("errored", 0))
-
-
-def line_error(error: Any) -> tuple[int | None, str]:
-    """(HTTP status, one line) of an errored line's error, in either of the shapes Anthropic
-    writes it ({type, message}, or that inside {type: "error", error})."""
-    if isinstance(error, Mapping) and isinstance(error.get("error"), Mapping):
-        error = error["error"]
-    if not isinstance(error, Mapping):
-        return None, "the line failed at the provider"
-    kind = str(error.get("type") or "error")
-    message = " ".join(str(error.get("message") or "").split())
-    return _STATUS_OF_ERROR.get(kind), redact(f"{kind}: {message}" if message else kind)[:300]
 
 
 class AnthropicBatches:
@@ -117,7 +61,8 @@ class AnthropicBatches:
         self._extra_headers = dict(extra_headers or {})
         self.root = api_root(api_base)
         self.timeout_s, self.attempts = timeout_s, attempts
-        self.retry_base_s, self.retry_max_s, self.find_poll_s = retry_base_s, retry_max_s, find_poll_s
+        self.retry_base_s, self.retry_max_s = retry_base_s, retry_max_s
+        self.find_poll_s = find_poll_s
         self.version = version
         self.page_size = 100
         """Batches per page of the list `find` reads."""
@@ -169,8 +114,8 @@ class AnthropicBatches:
         """Every answered or errored line of an ended batch. `lines`, the batch's lines when
         the caller has them, let a batch submitted by another process be read exactly as this
         one's own (anthropic_wire.completion says what differs without them)."""
-        own = self._batch_keys.pop(batch_id, frozenset())
-        requests = {**{key: self._lines.pop(key) for key in own if key in self._lines},
+        own = self._batch_keys.get(batch_id, frozenset())
+        requests = {**{key: self._lines[key] for key in own if key in self._lines},
                     **{line.custom_id: line for line in lines}}
         found: list[LineResult] = []
         async for record in self._result_records(await self._batch(batch_id)):
@@ -185,6 +130,8 @@ class AnthropicBatches:
             else:
                 status, why = line_error(result.get("error"))
                 found.append(LineResult(key, None, status, why))
+        for key in self._batch_keys.pop(batch_id, ()):  # read: no longer needed
+            self._lines.pop(key, None)
         return found
 
     async def cancel(self, batch_id: str) -> None:
@@ -242,7 +189,7 @@ class AnthropicBatches:
             query = {"limit": str(self.page_size), **({"after_id": after} if after else {})}
             page = (await self._send("GET", "/v1/messages/batches", params=query)).json()
             for batch in page.get("data") or []:
-                if (_moment(batch.get("created_at")) or 0.0) < since:
+                if (wire.moment(batch.get("created_at")) or 0.0) < since:
                     return
                 yield batch
             after = page.get("last_id")

@@ -9,6 +9,9 @@ response transformation): a batched call and an interactive one end as the same 
 Anthropic keeps no metadata on a batch, so its lines carry the batch's tag: a line's wire
 `custom_id` is 20 characters of the tag's digest followed by the request's key, a 64-digit hex
 sha256 written in 43 base64url characters (Anthropic takes at most 64 of [A-Za-z0-9_-]).
+
+Also here: the API's root from a role's base, and what a batch's state, its counts and an
+errored line's error mean in the protocol's terms.
 """
 
 from __future__ import annotations
@@ -18,18 +21,23 @@ import copy
 import hashlib
 import json
 import re
+from datetime import datetime
 from typing import Any, Mapping
 
 import httpx
 from litellm.anthropic_beta_gated_fields import strip_beta_gated_request_body
 from litellm.anthropic_beta_headers_manager import update_request_with_filtered_beta
 from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+from litellm.llms.anthropic.common_utils import AnthropicError
 from litellm.types.utils import ModelResponse
 from litellm.utils import get_optional_params
 
-from .protocol import BatchLine
+from ..common.redaction import redact
+
+from .protocol import BatchLine, BatchProgress, BatchStatus
 
 PROVIDER = "anthropic"
+DEFAULT_BASE = "https://api.anthropic.com"
 TAG_CHARS = 20
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
 _WIRE_ID = re.compile(r"[A-Za-z0-9_-]{64}|[A-Za-z0-9_-]{21,63}")
@@ -150,10 +158,11 @@ def completion(message: dict[str, Any], line: BatchLine | None) -> dict[str, Any
     json_mode = bool(optional.pop("json_mode", False))
     raw = httpx.Response(200, content=json.dumps(message).encode("utf-8"),
                          headers={"content-type": "application/json"},
-                         request=httpx.Request("POST", "https://api.anthropic.com/v1/messages"))
+                         request=httpx.Request("POST", f"{DEFAULT_BASE}/v1/messages"))
+    quiet: Any = _Quiet()
     response = AnthropicConfig().transform_response(
         model=model_name(line.body) if line is not None else str(message.get("model", "")),
-        raw_response=raw, model_response=ModelResponse(), logging_obj=_Quiet(),  # type: ignore[arg-type]
+        raw_response=raw, model_response=ModelResponse(), logging_obj=quiet,
         request_data={}, messages=messages, optional_params=optional, litellm_params={},
         encoding=None, json_mode=json_mode)
     return response.model_dump()
@@ -161,8 +170,6 @@ def completion(message: dict[str, Any], line: BatchLine | None) -> dict[str, Any
 
 def as_exception(status: int, text: str, headers: Mapping[str, str]) -> Exception:
     """An HTTP failure of the batch API as litellm's exception for it, for classify()."""
-    from litellm.llms.anthropic.common_utils import AnthropicError
-
     try:
         detail = json.loads(text)["error"]
         message = f"{detail.get('type', 'error')}: {detail.get('message', '')}"
@@ -171,3 +178,60 @@ def as_exception(status: int, text: str, headers: Mapping[str, str]) -> Exceptio
     return AnthropicError(status_code=status, message=message[:300],
                           headers=httpx.Headers(dict(headers)))
 
+
+
+# The API's states and errors.
+
+_STATUS_OF_ERROR = {"invalid_request_error": 400, "authentication_error": 401,
+                    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+                    "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
+
+
+def api_root(api_base: str | None) -> str:
+    """The API's root, whether the role's base names it, its /v1 or its /v1/messages."""
+    root = (api_base or DEFAULT_BASE).rstrip("/")
+    for suffix in ("/messages", "/v1"):
+        root = root.removesuffix(suffix)
+    return root
+
+
+def moment(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def status_of(batch: Mapping[str, Any]) -> BatchStatus:
+    state = batch.get("processing_status")
+    if state == "in_progress":
+        return "in_progress"
+    if state == "canceling":
+        return "cancelling"
+    if state != "ended":
+        raise ValueError(f"unknown processing_status {state!r}")
+    if batch.get("cancel_initiated_at"):
+        return "cancelled"
+    if (batch.get("request_counts") or {}).get("expired"):
+        return "expired"
+    return "completed"
+
+
+def progress_of(batch: Mapping[str, Any]) -> BatchProgress:
+    counts = {name: int(value or 0) for name, value in (batch.get("request_counts") or {}).items()}
+    total = sum(counts.get(name, 0) for name in
+                ("processing", "succeeded", "errored", "canceled", "expired"))
+    return BatchProgress(status=status_of(batch), total=total,
+                         done=counts.get("succeeded", 0) + counts.get("errored", 0),
+                         failed=counts.get("errored", 0))
+
+
+def line_error(error: Any) -> tuple[int | None, str]:
+    """(HTTP status, one line) of an errored line's error, in either of the shapes Anthropic
+    writes it ({type, message}, or that inside {type: "error", error})."""
+    if isinstance(error, Mapping) and isinstance(error.get("error"), Mapping):
+        error = error["error"]
+    if not isinstance(error, Mapping):
+        return None, "the line failed at the provider"
+    kind = str(error.get("type") or "error")
+    message = " ".join(str(error.get("message") or "").split())
+    return _STATUS_OF_ERROR.get(kind), redact(f"{kind}: {message}" if message else kind)[:300]
