@@ -286,3 +286,40 @@ def test_wire_ids_and_limits():
                       ensure_ascii=False)
     assert 0 <= batches.encoded_size(item) - len(sent.encode()) <= 2
     assert KEY not in repr(batches)
+
+
+def test_calls_waiting_while_a_format_is_learnt_go_on_together(tmp_path):
+    """While one judge call learns that the server takes its response_format, the others wait;
+    once it works they are made together, not one at a time under the lock (a batched call
+    holds it for a whole batch turnaround)."""
+    from proactflow.cache.calls import CallCache
+    from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.providers.chat import ChatRequest
+
+    in_flight, peaks = 0, []
+
+    async def completion(**kwargs):
+        nonlocal in_flight
+        in_flight += 1
+        peaks.append(in_flight)
+        await asyncio.sleep(0.2)
+        in_flight -= 1
+        return litellm.ModelResponse(choices=[{"message": {"role": "assistant",
+                                                           "content": '{"ok": true}'}}],
+                                     usage={"prompt_tokens": 1, "completion_tokens": 2})
+
+    role = ModelRole(model="openai/format-learner", api_base="http://127.0.0.1:9/v1",
+                     generation=Generation(temperature=0.0, max_tokens=16, top_p=None))
+    client = ChatClient(role, CallCache(tmp_path / "calls"), RuntimeOptions(),
+                        completion=completion)
+
+    async def judge_all():
+        requests = [ChatRequest.build(role, [("user", f"judge {i}")],
+                                      extra={"response_format": VERDICT}) for i in range(6)]
+        return await asyncio.gather(*(client.call(r, json.loads) for r in requests))
+
+    started = time.monotonic()
+    outcomes = asyncio.run(judge_all())
+    assert all(outcome.ok for outcome in outcomes)
+    assert peaks[0] == 1 and max(peaks) == 5  # one alone, then the five others at once
+    assert time.monotonic() - started < 0.2 * 6

@@ -251,14 +251,17 @@ class ChatClient:
                 state.loaded = True
         while True:
             sent = formats.adapted(request, state)
-            if formats.known_to_work(state, sent):
-                outcome = await self._call_once(sent)
-            else:
+            tried: ChatOutcome | None = None
+            if not formats.known_to_work(state, sent):
                 async with state.lock():
                     sent = formats.adapted(request, state)
-                    outcome = await self._call_once(sent)
-                    if outcome.status not in ("error", "refused"):
-                        state.working.add(formats.format_of(sent))
+                    # A call that waited here while another learnt that its format works goes
+                    # on with the rest, out of the lock (a batched call waits a whole batch).
+                    if not formats.known_to_work(state, sent):
+                        tried = await self._call_once(sent)
+                        if tried.status not in ("error", "refused"):
+                            state.working.add(formats.format_of(sent))
+            outcome = tried if tried is not None else await self._call_once(sent)
             name = formats.format_of(sent)
             if outcome.refusal != "response_format" or name == "none":
                 return outcome
