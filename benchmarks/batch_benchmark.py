@@ -8,8 +8,8 @@ whose batches finish their lines over a set delay. Run by hand:
 
 It prints, measured in this one run: the dollars of the tokens the fake answered, at the price
 map's batch prices (`input_cost_per_token_batches`, `output_cost_per_token_batches`) against its
-interactive ones, per model and in all, with what the sweep itself said (its plan's estimate,
-"paid this run"); CPU seconds per call of the sweep's process tree (the fake runs in a process of
+interactive ones, per model and in all, beside what the sweep's run records say it paid (at
+batch prices) and estimated; CPU seconds per call of the sweep's process tree (the fake runs in a process of
 its own and is not counted); the wall time beyond the fake's delay (a round of generation
 batches, then the judging batches: ideal 2 x delay, plus B, an empty Prefect flow); and how
 many lines the fake got twice (0 expected).
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -111,6 +110,16 @@ def empty_flow_wall(env: dict[str, str]) -> float:
     return 0.0
 
 
+def recorded_costs(store: Path) -> tuple[float, float]:
+    """(paid, estimated) dollars over the run records of the sweep: what proactflow says."""
+    paid = estimated = 0.0
+    for path in (store / "runs").glob("*.json"):
+        for usage in json.loads(path.read_text(encoding="utf-8")).get("usage", {}).values():
+            paid += usage.get("paid_cost_usd") or 0.0
+            estimated += usage.get("estimated_cost_usd") or 0.0
+    return paid, estimated
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=16, choices=range(1, len(MODELS) + 1))
@@ -182,11 +191,9 @@ def main() -> None:
     print(f"dollars of the tokens answered: ${batched:.4f} in batches vs ${interactive:.4f} "
           f"interactive ({batched / interactive:.0%} of it)" if interactive else
           "no priced tokens answered")
-    said = [line.strip() for line in output.splitlines()
-            if re.search(r"in batches vs|paid this run", line)]
-    print("the sweep said:\n  " + "\n  ".join(said[:6]) if said else
-          "the sweep printed no estimate or 'paid this run' line")
-
+    paid, estimated = recorded_costs(work / "store")
+    print(f"the sweep's run records: paid ${paid:.4f} (at batch prices); the interactive "
+          f"estimate they record ${estimated:.4f}")
 
 if __name__ == "__main__":
     main()
