@@ -70,6 +70,9 @@ class AnthropicBatches:
         """The lines this object submitted, by request key, until their results are read: in
         the light of their request (see anthropic_wire.completion)."""
         self._batch_keys: dict[str, frozenset[str]] = {}
+        self._not_created: set[str] = set()
+        """Tags whose submit failed without creating a batch, as the server or the
+        connection said."""
 
     def __repr__(self) -> str:  # never the key
         return f"AnthropicBatches({self.root!r})"
@@ -86,6 +89,26 @@ class AnthropicBatches:
         return len(json.dumps(request, ensure_ascii=False).encode("utf-8")) + 2
 
     async def submit(self, lines: Sequence[BatchLine], tag: str) -> str:
+        sending = False
+        try:
+            body, headers = await self._request_of(lines, tag)
+            self._lines.update((line.custom_id, line) for line in lines)
+            sending = True
+            response = await self._send("POST", "/v1/messages/batches", content=body,
+                                        headers=headers, creating=True)
+        except BaseException as exc:
+            # Known to have made no batch: `find` says so at once instead of searching.
+            if not sending or isinstance(exc, ProviderRejected) \
+                    or _created_nothing(exc.__cause__ or exc):
+                self._not_created.add(tag)
+            raise
+        batch_id = str(response.json()["id"])
+        self._batch_keys[batch_id] = frozenset(line.custom_id for line in lines)
+        return batch_id
+
+    async def _request_of(self, lines: Sequence[BatchLine],
+                          tag: str) -> tuple[bytes, dict[str, str]]:
+        """The create request's body and its beta header."""
         if not lines or len(lines) > self.limits.max_requests:
             raise ValueError(f"a batch holds 1 to {self.limits.max_requests} lines, "
                              f"not {len(lines)}")
@@ -98,13 +121,7 @@ class AnthropicBatches:
         if len(body) > self.limits.max_bytes:
             raise ValueError(f"a batch of {len(body)} bytes is over Anthropic's "
                              f"{self.limits.max_bytes}")
-        headers = {"anthropic-beta": ",".join(sorted(betas))} if betas else {}
-        self._lines.update((line.custom_id, line) for line in lines)
-        response = await self._send("POST", "/v1/messages/batches", content=body,
-                                    headers=headers, creating=True)
-        batch_id = str(response.json()["id"])
-        self._batch_keys[batch_id] = frozenset(line.custom_id for line in lines)
-        return batch_id
+        return body, {"anthropic-beta": ",".join(sorted(betas))} if betas else {}
 
     async def progress(self, batch_id: str) -> BatchProgress:
         return progress_of(await self._batch(batch_id))
@@ -155,6 +172,8 @@ class AnthropicBatches:
         it to the batches created since); batches older than 29 days, or archived or deleted
         ones, are not found.
         """
+        if tag in self._not_created:
+            return None
         mark = wire.tag_mark(tag)
         since = created_after if created_after is not None else time.time() - RESULTS_KEPT_S
         pending: list[str] = []
@@ -275,11 +294,11 @@ class AnthropicBatches:
             raise exc
         failure: AttemptFailed = classify(exc, self._label, self.root)  # raises when fatal
         if failure.refusal is not None:
-            raise ProviderRejected(f"{self._label} refused the request ({failure})")
+            raise ProviderRejected(f"{self._label} refused the request ({failure})") from exc
         if not (failure.retryable and retry) or attempt >= self.attempts:
             note = "" if retry else \
                 " (the batch may have been created: the next run finds it by its tag)"
-            raise EndpointDown(f"{self._label}: {failure}{note}")
+            raise EndpointDown(f"{self._label}: {failure}{note}") from exc
         ceiling = min(self.retry_max_s, self.retry_base_s * 2 ** (attempt - 1))
         delay = random.uniform(0, ceiling)
         await asyncio.sleep(max(delay, failure.retry_after or 0.0))
