@@ -49,7 +49,20 @@ def call_records(store: Path) -> dict[str, dict]:
     return records
 
 
-def test_batched_run_equals_interactive_run(batches, tmp_path):
+def latest_artifact(prefect_server: str, key: str):
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{prefect_server}/artifacts/filter", method="POST",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"artifacts": {"key": {"any_": [key]}}, "limit": 1, "offset": 0,
+                         "sort": "CREATED_DESC"}).encode())
+    with urllib.request.urlopen(request) as response:
+        found = json.loads(response.read())
+    return found[0]["data"] if found else None
+
+
+def test_batched_run_equals_interactive_run(batches, tmp_path, prefect_server):
     interactive, batched = tmp_path / "interactive", tmp_path / "batched"
     assert run_cli("run", cli_args(batches, interactive)) == 0
     interactive_calls = sum(batches.calls.values())
@@ -68,6 +81,11 @@ def test_batched_run_equals_interactive_run(batches, tmp_path):
     for stage, frame in tables(interactive).items():
         assert tables(batched)[stage].equals(frame), stage
     assert call_records(batched) == call_records(interactive)
+    # the Prefect UI shows each batch, lines done of its total
+    table = latest_artifact(prefect_server, "batches-openai-gen")
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert rows and rows[-1]["state"] == "completed" \
+        and rows[-1]["lines done"] == rows[-1]["lines"] == ANSWERABLE, rows
 
 
 def test_interactive_run_after_a_batched_one_makes_no_call_and_back(batches, tmp_path):
@@ -133,3 +151,35 @@ def test_killed_in_any_phase_resumes_without_sending_a_line_twice(batches, tmp_p
     assert sum(batches.calls.values()) == 0
     assert run_cli("run", cli_args(batches, store)) == 0  # everything is cached
     assert sum(batches.calls.values()) == 0
+
+
+def test_a_model_without_a_batch_api_is_one_line_before_any_call_or_interactive_with_auto(
+        batches, tmp_path, capsys, monkeypatch):
+    store = tmp_path / "store"
+    monkeypatch.setenv("DEEPSEEK_KEY", "sk-test")
+    no_batches = ("--eval-model", "deepseek/gen", "--eval-api-key-env", "DEEPSEEK_KEY")
+    assert run_cli("run", [*cli_args(batches, store, extra=("--batch",)), *no_batches]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "deepseek/gen (deepseek) has no batch API" in error \
+        and "--batch auto" in error
+    assert sum(batches.calls.values()) == 0 and not batches.lines_submitted
+
+    assert run_cli("run", [*cli_args(batches, store, extra=("--batch", "auto", "--dry-run")),
+                           *no_batches]) == 0
+    plan = capsys.readouterr().out
+    assert "batch       model under test deepseek/gen: interactive (deepseek has no batch " \
+           "API" in plan
+    assert "batch       judge openai/judge: openai's batch API" in plan
+    assert "rounds      generation" not in plan  # generation is interactive
+
+
+def test_the_plan_prices_a_batched_role_at_both_prices(batches, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    batches.responders["gpt-4o-mini"] = batches.responders["gen"]
+    args = cli_args(batches, tmp_path / "store", eval_model="gpt-4o-mini",
+                    extra=("--batch", "--dry-run", "--eval-api-key-env", "FAKE_KEY"))
+    assert run_cli("run", args) == 0
+    plan = capsys.readouterr().out
+    generation = next(line for line in plan.splitlines() if line.startswith("  generation:"))
+    assert " in batches vs $" in generation and generation.endswith(" interactive")
+    assert "rounds      generation: at most 1 batch (" in plan  # every trigger stands alone

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from ..common.errors import UserError
@@ -63,7 +64,7 @@ def open_transport(role: ModelRole, registry: BatchRegistry,
     schedule = PollSchedule(first_s=runtime.batch_poll_s,
                             gather_s=min(runtime.batch_gather_s, runtime.batch_poll_s))
     return BatchTransport(provider, registry, model=role.model, endpoint=role.endpoint,
-                          schedule=schedule, on_progress=say_progress,
+                          schedule=schedule, on_progress=ProgressBoard(role.model).update,
                           api_base=redact_url(role.api_base) if role.api_base else None,
                           api_key_env=role.api_key_env)
 
@@ -75,7 +76,34 @@ def role_of(record: BatchRecord) -> ModelRole:
                      generation=Generation(temperature=None, max_tokens=None, top_p=None))
 
 
-def say_progress(record: BatchRecord) -> None:
-    log.info("batch %s (%s): %d/%d lines done%s, %s", record.batch_id, record.model,
-             record.done, record.total,
-             f", {record.failed} failed" if record.failed else "", record.state)
+class ProgressBoard:
+    """A role's batches as they go: a line on the console per change, and a table artifact
+    (`batches-<model>`) in the Prefect UI when the calls run inside a flow."""
+
+    def __init__(self, model: str):
+        self.model = model
+        self.rows: dict[str, dict[str, object]] = {}
+
+    async def update(self, record: BatchRecord) -> None:
+        log.info("batch %s (%s): %d/%d lines done%s, %s", record.batch_id, record.model,
+                 record.done, record.total,
+                 f", {record.failed} failed" if record.failed else "", record.state)
+        self.rows[record.tag] = {"batch": record.batch_id, "state": record.state,
+                                 "lines done": record.done, "lines": record.total,
+                                 "failed": record.failed, "provider": record.provider,
+                                 "endpoint": record.endpoint or "(provider's default)"}
+        await self._publish()
+
+    async def _publish(self) -> None:
+        from prefect.artifacts import acreate_table_artifact
+        from prefect.context import FlowRunContext, TaskRunContext
+
+        if FlowRunContext.get() is None and TaskRunContext.get() is None:
+            return  # no flow run to show it in (a test, a script)
+        slug = re.sub(r"[^a-z0-9]+", "-", self.model.lower()).strip("-")
+        try:
+            await acreate_table_artifact(
+                key=f"batches-{slug}", table=list(self.rows.values()),
+                description=f"Provider batches of **{self.model}**: lines done of each")
+        except Exception as exc:  # the UI's table is a view: the run goes on without it
+            log.debug("batches table not updated: %s", exc)

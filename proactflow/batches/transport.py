@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import litellm
 from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import \
@@ -69,7 +69,7 @@ class BatchTransport:
 
     def __init__(self, provider: BatchProvider, registry: BatchRegistry, *, model: str,
                  endpoint: str | None, schedule: PollSchedule = PollSchedule(),
-                 on_progress: Callable[[BatchRecord], None] | None = None,
+                 on_progress: Callable[[BatchRecord], Awaitable[None]] | None = None,
                  api_base: str | None = None, api_key_env: str | None = None):
         self.provider, self.registry = provider, registry
         self.api_base, self.api_key_env = api_base, api_key_env
@@ -219,7 +219,12 @@ class BatchTransport:
         self.counts["batches"] += 1
         record = record.with_(batch_id=batch_id, state="validating", submitted=time.time())
         await self.registry.put(record)
+        await self._progressed(record)
         return await self._follow(record)
+
+    async def _progressed(self, record: BatchRecord) -> None:
+        if self.on_progress is not None:
+            await self.on_progress(record)
 
     # Following a batch to its end.
 
@@ -264,8 +269,7 @@ class BatchTransport:
                 if now != record:
                     record = now
                     await self.registry.put(record)
-                    if self.on_progress is not None:
-                        self.on_progress(record)
+                    await self._progressed(record)
                 if progress.ended:
                     LIVE.discard(record.batch_id)
                     break

@@ -52,6 +52,7 @@ def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
 def rejudge_all(args: argparse.Namespace) -> int:
     """Re-judge the stored responses of every selected evaluation with each judge, after
     printing the plan; then compare the judges."""
+    from ..batches.roles import check_batch_roles
     from ..cache.artifacts import ArtifactStore
     from ..run.pipeline import suite_of
     from ..run.preflight import check_access, lookup_calls, make_plan
@@ -64,11 +65,14 @@ def rejudge_all(args: argparse.Namespace) -> int:
         include_incomplete=args.include_incomplete, limit=args.limit, phases=args.phases)
     judges = args.judges or [args.judge_model or PAPER_JUDGE]
     runs, counts = [], {}
+    batching: list[str] = []
     with lookup_calls(store, database_from_args(args)) as lookup:
         for judge in judges:
             probe = settings_from_args(argparse.Namespace(**{
                 **vars(args), "judge_model": judge, "eval_model": "stored", "out": None}))
             suite = suite_of(probe)
+            if probe.judge is not None:  # refused before any call; said in the plan
+                batching.extend(check_batch_roles({"judge": probe.judge}))
             prompts = suite.judge_prompts(probe, store)
             if not args.dry_run and probe.judge is not None:
                 check_access(probe.judge, "judge")
@@ -86,7 +90,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
                                  store.get_by_key("responses", entry.responses_key).frame())
                 counts[(entry.responses_key, judge)] = (plan.judge_calls, plan.judge_cached)
                 runs.append((judge, entry, settings))
-    for line in plan_lines(entries, judges, counts):
+    for line in [*plan_lines(entries, judges, counts), *batching]:
         print(line, flush=True)
     if args.dry_run:
         return 0

@@ -178,9 +178,11 @@ class Plan:
                                       if label == "judging" else None))
         out.extend(check_batch_roles(called_roles(settings, regenerate)))
         if regenerate and self.generation_rounds:
-            out.append(f"rounds      generation: at most {self.generation_rounds} batches one "
-                       "after the other (the longest episode's steps; a reply asked again adds "
-                       "one), each judged as it comes back")
+            rounds = self.generation_rounds
+            out.append(f"rounds      generation: at most {rounds} "
+                       f"{'batch' if rounds == 1 else 'batches one after the other'} (the "
+                       "longest episode's steps; a reply asked again adds one), each judged as "
+                       "it comes back")
         generation_to_make = self.generation_calls - self.generation_cached
         judge_to_make = self.judge_calls - self.judge_cached
         if regenerate:
