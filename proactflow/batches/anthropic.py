@@ -71,6 +71,7 @@ class AnthropicBatches:
         the light of their request (see anthropic_wire.completion)."""
         self._batch_keys: dict[str, frozenset[str]] = {}
         self._not_created: set[str] = set()
+        self._sizes: dict[str, int] = {}
         """Tags whose submit failed without creating a batch, as the server or the
         connection said."""
 
@@ -84,13 +85,21 @@ class AnthropicBatches:
     # The protocol.
 
     def encoded_size(self, line: BatchLine) -> int:
-        request = {"custom_id": "x" * (wire.TAG_CHARS + 43),
-                   "params": wire.request_params_now(line.body)}
-        return len(json.dumps(request, ensure_ascii=False).encode("utf-8")) + 2
+        """Asked more than once per line (gathering, then splitting): converted once, until
+        the line is submitted."""
+        size = self._sizes.get(line.custom_id)
+        if size is None:
+            request = {"custom_id": "x" * (wire.TAG_CHARS + 43),
+                       "params": wire.request_params_now(line.body)}
+            size = self._sizes[line.custom_id] = \
+                len(json.dumps(request, ensure_ascii=False).encode("utf-8")) + 2
+        return size
 
     async def submit(self, lines: Sequence[BatchLine], tag: str) -> str:
         sending = False
         try:
+            for line in lines:
+                self._sizes.pop(line.custom_id, None)
             body, headers = await self._request_of(lines, tag)
             self._lines.update((line.custom_id, line) for line in lines)
             sending = True
