@@ -3,8 +3,8 @@ models x N triggers and a priced judge, `batch = true` in the sweep file, `proac
 as a user would, against the fake Messages and Message Batches APIs (tests/fake_anthropic_batches)
 whose batches finish their lines over a set delay. Run by hand:
 
-    .venv/bin/python benchmarks/batch_benchmark.py                       # 16 models, 60 s
-    .venv/bin/python benchmarks/batch_benchmark.py --models 4 --triggers 100 --delay 10
+    .venv/bin/python benchmarks/batch_benchmark_anthropic.py                       # 16 models, 60 s
+    .venv/bin/python benchmarks/batch_benchmark_anthropic.py --models 4 --triggers 100 --delay 10
 
 It prints, measured in this one run: the dollars of the tokens the fake answered, at the price
 map's batch prices (`input_cost_per_token_batches`, `output_cost_per_token_batches`) against its
