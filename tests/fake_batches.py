@@ -157,7 +157,11 @@ class FakeBatches(FakeOpenAI):
         output, errors = [], []
         for number, line in enumerate(ran):
             request = dict(line["body"])
-            reply = self._answer(request)
+            try:
+                reply = self._answer(request)
+            except Exception as exc:  # a broken responder is a test bug: say so loudly
+                self.responder_errors.append(repr(exc))
+                reply = Reply(status=400, content=f"responder raised {exc!r}"[:300])
             self.requests.append({**request, "_path": "batch"})
             entry = {"id": f"batch_req_{number}", "custom_id": line["custom_id"], "error": None}
             if reply.status == 200:

@@ -11,6 +11,7 @@ import pytest
 
 from fake_batches import FakeBatches
 from helpers import cli_args, run_cli
+from fake_openai import Reply
 from replay import ANSWERABLE, replay_judge, replay_model, synthetic_judge
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -183,3 +184,32 @@ def test_the_plan_prices_a_batched_role_at_both_prices(batches, tmp_path, capsys
     generation = next(line for line in plan.splitlines() if line.startswith("  generation:"))
     assert " in batches vs $" in generation and generation.endswith(" interactive")
     assert "rounds      generation: at most 1 batch (" in plan  # every trigger stands alone
+
+
+def test_a_judge_refusing_the_structured_format_costs_one_line_then_one_batch(batches, tmp_path,
+                                                                            published):
+    """The judge's first line learns the format (refused: json_schema; then json_object); the
+    calls that waited meanwhile go out together, in one batch."""
+    judge = replay_judge(published)
+
+    def no_schema(request: dict):
+        if (request.get("response_format") or {}).get("type") == "json_schema":
+            return Reply(status=400, content="response_format json_schema is not supported")
+        return judge(request)
+
+    batches.responders["judge"] = no_schema
+    assert run_cli("run", cli_args(batches, tmp_path / "store", extra=FAST)) == 0
+    refused = [r for r in batches.requests
+               if (r.get("response_format") or {}).get("type") == "json_schema"]
+    assert len(refused) == 1
+    assert batches.batch_sizes == [ANSWERABLE, 1, 1, ANSWERABLE - 1]
+
+
+def test_refresh_asks_again_instead_of_reading_an_ended_batch(batches, tmp_path):
+    store = tmp_path / "store"
+    assert run_cli("run", cli_args(batches, store, extra=FAST)) == 0
+    first = dict(batches.lines_submitted)
+    assert run_cli("run", cli_args(batches, store, extra=(*FAST, "--refresh", "responses"))) \
+        == 0
+    generation = [key for key, count in batches.lines_submitted.items() if count == 2]
+    assert len(generation) == ANSWERABLE and all(key in first for key in generation)

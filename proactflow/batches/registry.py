@@ -100,6 +100,9 @@ class LocalBatchRegistry:
         self._read: dict[str, tuple[int, BatchRecord]] = {}
         """Records already parsed, by file name, with the file's mtime then."""
         self._index = KeyIndex()
+        self._listed: tuple[int, list[BatchRecord]] | None = None
+        """The folder's mtime and its records then: a rename into the folder (every write)
+        changes it, so an unchanged folder is not read again (a run looks before each call)."""
 
     async def put(self, record: BatchRecord) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -110,6 +113,7 @@ class LocalBatchRegistry:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, self.folder / f"{record.tag}.json")
+            self._listed = None  # within the folder's mtime granularity: read it again
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
@@ -119,8 +123,12 @@ class LocalBatchRegistry:
 
     def read(self) -> list[BatchRecord]:
         """Every record, oldest first (for callers outside an event loop)."""
-        if not self.folder.is_dir():
+        try:
+            stamp = self.folder.stat().st_mtime_ns
+        except FileNotFoundError:
             return []
+        if self._listed is not None and self._listed[0] == stamp:
+            return self._listed[1]
         found = []
         for path in self.folder.glob("*.json"):
             try:
@@ -132,7 +140,9 @@ class LocalBatchRegistry:
                 known = (mtime, BatchRecord.from_json(json.loads(path.read_text())))
                 self._read[path.name] = known
             found.append(known[1])
-        return sorted(found, key=lambda record: record.created)
+        listed = sorted(found, key=lambda record: record.created)
+        self._listed = (stamp, listed)
+        return listed
 
     async def holding(self, key: str) -> BatchRecord | None:
         return self._index.holding(self.read(), key)

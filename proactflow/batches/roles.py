@@ -56,8 +56,8 @@ def open_registry(folder: Path, database: str | None = None) -> BatchRegistry:
     return LocalBatchRegistry(folder)
 
 
-def open_transport(role: ModelRole, registry: BatchRegistry,
-                   runtime: RuntimeOptions) -> BatchTransport:
+def open_transport(role: ModelRole, registry: BatchRegistry, runtime: RuntimeOptions,
+                   refresh: bool = False) -> BatchTransport:
     provider = batch_provider(role)
     if provider is None:  # check_batch_roles refused it before any call
         raise UserError(f"--batch: {role.model} has no batch API proactflow speaks")
@@ -66,7 +66,7 @@ def open_transport(role: ModelRole, registry: BatchRegistry,
     return BatchTransport(provider, registry, model=role.model, endpoint=role.endpoint,
                           schedule=schedule, on_progress=ProgressBoard(role.model).update,
                           api_base=redact_url(role.api_base) if role.api_base else None,
-                          api_key_env=role.api_key_env)
+                          api_key_env=role.api_key_env, refresh=refresh)
 
 
 def role_of(record: BatchRecord) -> ModelRole:

@@ -70,8 +70,12 @@ class BatchTransport:
     def __init__(self, provider: BatchProvider, registry: BatchRegistry, *, model: str,
                  endpoint: str | None, schedule: PollSchedule = PollSchedule(),
                  on_progress: Callable[[BatchRecord], Awaitable[None]] | None = None,
-                 api_base: str | None = None, api_key_env: str | None = None):
+                 api_base: str | None = None, api_key_env: str | None = None,
+                 refresh: bool = False):
         self.provider, self.registry = provider, registry
+        self.refresh = refresh
+        """--refresh: a result of a batch that ended before this run is not reused (a batch
+        still running is waited for: its answers are new)."""
         self.api_base, self.api_key_env = api_base, api_key_env
         self.model, self.endpoint, self.schedule = model, endpoint, schedule
         self.on_progress = on_progress
@@ -119,7 +123,7 @@ class BatchTransport:
         key = line.custom_id
         if key not in self._consumed:
             record = await self.registry.holding(key)
-            if record is not None:
+            if record is not None and not (self.refresh and not record.live):
                 results = await self._follow(record)
                 self._consumed.add(key)
                 if key in results:

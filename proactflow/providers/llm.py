@@ -16,6 +16,7 @@ not a refusal of the call: the call is sent again with the next format the serve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import random
 import time
@@ -251,17 +252,19 @@ class ChatClient:
                 state.loaded = True
         while True:
             sent = formats.adapted(request, state)
-            tried: ChatOutcome | None = None
-            if not formats.known_to_work(state, sent):
+            if formats.known_to_work(state, sent):
+                outcome = await self._call_once(sent)
+            else:
+                found: ChatOutcome | None = None
                 async with state.lock():
                     sent = formats.adapted(request, state)
-                    # A call that waited here while another learnt that its format works goes
-                    # on with the rest, out of the lock (a batched call waits a whole batch).
+                    # Known to work by now (the call before this one's turn): sent below, at
+                    # once, not one at a time (with --batch, one batch each).
                     if not formats.known_to_work(state, sent):
-                        tried = await self._call_once(sent)
-                        if tried.status not in ("error", "refused"):
+                        found = await self._call_once(sent)
+                        if found.status not in ("error", "refused"):
                             state.working.add(formats.format_of(sent))
-            outcome = tried if tried is not None else await self._call_once(sent)
+                outcome = found if found is not None else await self._call_once(sent)
             name = formats.format_of(sent)
             if outcome.refusal != "response_format" or name == "none":
                 return outcome
@@ -310,7 +313,10 @@ class ChatClient:
         self.stats.http_attempts += 1
         completion = self._completion if self._batched is None else \
             functools.partial(self._batched, request.key)
-        with litellm_costs.priced_per_stage(), paying():
+        # A batched call is not waited for when the database is lost: its batch stays recorded
+        # and its answer at the provider, for the next run to read.
+        with litellm_costs.priced_per_stage(), \
+                paying() if self._batched is None else contextlib.nullcontext():
             response = await completion(
                 model=request.model,
                 messages=[{"role": role, "content": wire_content(content)}

@@ -163,7 +163,8 @@ def _client(role: ModelRole, calls: CallStore, store: ArtifactStore, settings: R
     if batched(role):
         # A round of calls is one batch: neither --concurrency nor --rpm/--tpm holds it back.
         registry = open_registry(store.local_dir("batches"), settings.database)
-        transport = open_transport(role, registry, settings.runtime)
+        transport = open_transport(role, registry, settings.runtime,
+                                   refresh=settings.refreshes(table))
         return ChatClient(role, calls, settings.runtime, in_flight=AdaptiveLimit(BATCH_WORKERS),
                           refresh=settings.refreshes(table), batched=transport.complete,
                           reply_kind="model" if table == "responses" else "judge")
