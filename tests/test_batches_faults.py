@@ -4,6 +4,7 @@ two stores sharing PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -44,6 +45,9 @@ def test_an_expired_batch_has_its_finished_lines_kept_and_the_rest_sent_again(ba
     assert batches.batch_sizes[0] == ANSWERABLE and unrun in batches.batch_sizes[1:]
     assert sorted(batches.lines_submitted.values()).count(2) == unrun
     assert set(answered(batches).values()) == {1}  # no request was answered (paid) twice
+    records = [json.loads(path.read_text()) for path in (tmp_path / "store" / "batches").glob(
+        "*.json")]
+    assert sum(record["resent"] for record in records) == unrun  # counted
 
 
 def test_a_failed_line_is_an_error_row_as_an_interactive_failure_is(batches, tmp_path, published):

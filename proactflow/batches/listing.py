@@ -19,6 +19,7 @@ def batch_line(record: BatchRecord, now: float | None = None) -> str:
     now = time.time() if now is None else now
     where = f" at {record.endpoint}" if record.endpoint else ""
     failed = f", {record.failed} failed" if record.failed else ""
+    failed += f", {record.resent} sent again" if record.resent else ""
     return (f"{record.batch_id or '(id not recorded, tag ' + record.tag[:12] + ')'}  "
             f"{record.state:<13} {record.done}/{record.total} lines{failed}  {record.model}"
             f"{where} ({record.provider})  {age(now - record.created)} old")

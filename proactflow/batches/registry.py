@@ -58,6 +58,8 @@ class BatchRecord:
     batches cancel` reaches the batch with."""
     api_key_env: str | None = None
     """The name of the variable holding the key (never the key)."""
+    resent: int = 0
+    """Lines sent again: an earlier batch holding them ended without running them."""
 
     @property
     def total(self) -> int:

@@ -24,6 +24,7 @@ import litellm
 from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import \
     convert_to_model_response_object
 
+from .openai_batches import PROVIDERS as OPENAI_STYLE
 from .protocol import ENDED, BatchLine, BatchProvider, LineResult
 from .registry import NEVER_CREATED, BatchRecord, BatchRegistry
 
@@ -32,9 +33,6 @@ log = logging.getLogger("proactflow")
 _CALL_ONLY = frozenset({"model", "messages", "timeout", "max_retries", "api_base", "api_key",
                         "extra_headers"})
 """What the client passes to a completion that is not part of a batch line's body."""
-_MAPPED_BY_ADAPTER = frozenset({"anthropic"})
-"""Providers whose adapter maps the OpenAI request onto their own API itself, as litellm does
-for an interactive call (anthropic_wire.py): their lines keep the protocol's OpenAI form."""
 
 
 LIVE: set[str] = set()
@@ -93,6 +91,8 @@ class BatchTransport:
         a new batch (a reply the client found unusable)."""
         self._own: set[str] = set()
         """Tags of the batches this transport created."""
+        self._resending: set[str] = set()
+        """Keys whose earlier batch ended without running them: counted in the next one."""
 
     async def complete(self, key: str, **kwargs: Any) -> Any:
         line = BatchLine(key, self.body(kwargs))
@@ -108,8 +108,8 @@ class BatchTransport:
         model, provider, _, _ = litellm.get_llm_provider(kwargs["model"],
                                                          api_base=kwargs.get("api_base"))
         params = {name: value for name, value in kwargs.items() if name not in _CALL_ONLY}
-        if provider in _MAPPED_BY_ADAPTER:
-            return {"model": model, "messages": kwargs["messages"], **params}
+        if provider not in OPENAI_STYLE:  # the protocol's body is OpenAI's request: the
+            return {"model": model, "messages": kwargs["messages"], **params}  # adapter maps it
         try:
             mapped = litellm.get_optional_params(model=model, custom_llm_provider=provider,
                                                  **params)
@@ -130,13 +130,13 @@ class BatchTransport:
                     self.counts["read again"] += record.tag not in self._own
                     return results[key]
                 if await self._created(record.tag):
-                    self.counts["resent"] += 1
+                    self._resending.add(key)
         while True:
             result = await self._collect(line)
             self._consumed.add(key)
             if result is not None:
                 return result
-            self.counts["resent"] += 1  # its batch expired or was cancelled before running it
+            self._resending.add(key)  # its batch expired or was cancelled before running it
 
     # Gathering lines into batches.
 
@@ -202,9 +202,11 @@ class BatchTransport:
 
     async def _submit(self, lines: list[BatchLine]) -> dict[str, LineResult]:
         tag = uuid.uuid4().hex
+        resent = sum(line.custom_id in self._resending for line in lines)
+        self._resending.difference_update(line.custom_id for line in lines)
         record = BatchRecord(tag, self.provider.name, self.endpoint, self.model,
                              tuple(line.custom_id for line in lines), api_base=self.api_base,
-                             api_key_env=self.api_key_env)
+                             api_key_env=self.api_key_env, resent=resent)
         # Recorded before the batch exists: a crash from here on leaves it to be found.
         await self.registry.put(record)
         self._own.add(tag)
@@ -221,6 +223,10 @@ class BatchTransport:
         assert batch_id is not None
         self.counts["lines sent"] += len(lines)
         self.counts["batches"] += 1
+        self.counts["resent"] += resent
+        if resent:
+            log.info("batch %s (%s): %d of its %d lines sent again, their earlier batch having "
+                     "ended without running them", batch_id, self.model, resent, len(lines))
         record = record.with_(batch_id=batch_id, state="validating", submitted=time.time())
         await self.registry.put(record)
         await self._progressed(record)
