@@ -1,15 +1,18 @@
 """`run --batch` with Anthropic models end to end, through the fake Messages and Message Batches
 APIs (tests/fake_anthropic_batches.py): the batched run's tables and cache records equal the
-interactive run's, and not one line is submitted twice."""
+interactive run's, not one request is submitted twice (counted by key at the fake), and
+`batches cancel` reaches an Anthropic batch."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from fake_anthropic_batches import FakeAnthropic
+from proactflow.batches.anthropic_wire import split_wire_id
 from helpers import cli_args, run_cli
 from replay import ANSWERABLE, replay_judge, replay_model
 from test_batches import call_records, tables
@@ -31,6 +34,15 @@ def claude(published, monkeypatch):
     assert not server.responder_errors, server.responder_errors
 
 
+def submitted_per_key(fake: FakeAnthropic) -> Counter[str]:
+    """Times each request was submitted, by its key (a line's wire custom_id also carries its
+    batch's tag, which differs from one batch to the next)."""
+    keys: Counter[str] = Counter()
+    for wire_id, times in fake.submitted.items():
+        keys[split_wire_id(wire_id)[1]] += times
+    return keys
+
+
 def args(fake: FakeAnthropic, store: Path, extra: tuple[str, ...] = ()) -> list[str]:
     return cli_args(fake, store, eval_model="anthropic/claude-gen",  # type: ignore[arg-type]
                     judge_model="anthropic/claude-judge",
@@ -46,7 +58,8 @@ def test_batched_anthropic_run_equals_interactive_run(claude, tmp_path):
 
     assert run_cli("run", args(claude, batched, FAST)) == 0
     assert sum(claude.interactive_calls.values()) == asked  # not one interactive call
-    assert sum(claude.submitted.values()) == asked and set(claude.submitted.values()) == {1}
+    per_key = submitted_per_key(claude)
+    assert sum(per_key.values()) == asked and set(per_key.values()) == {1}
     # Generation in one batch; judging: one call alone while the judge's structured-output
     # format is learnt, then the others together.
     assert [len(batch.lines) for batch in claude.batches.values()] == \
@@ -103,7 +116,49 @@ def test_killed_in_any_phase_resumes_without_submitting_a_line_twice(claude, tmp
     assert run_cli("run", run_args) == 0
     if phase == "create":  # its id never recorded: the batches were listed to find its tag
         assert claude.api_requests["list"] >= 1
-    assert claude.submitted and set(claude.submitted.values()) == {1}, claude.submitted
+    per_key = submitted_per_key(claude)
+    assert per_key and set(per_key.values()) == {1}, per_key
     assert sum(claude.interactive_calls.values()) == 0
     assert run_cli("run", args(claude, store)) == 0  # everything is cached
     assert sum(claude.interactive_calls.values()) == 0
+
+
+def test_ctrl_c_then_batches_cancel_stops_the_anthropic_batch(claude, tmp_path, prefect_server,
+                                                              capsys):
+    """Ctrl-C leaves the Anthropic batch running; `batches cancel --all` reaches it with the
+    key the run named, and the next run sends its lines again (the batch ran none)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    claude.completion_delay = 3600.0
+    store = tmp_path / "store"
+    run_args = args(claude, store, FAST)
+    created = threading.Event()
+    claude.on_event = lambda event, batch_id: created.set() if event == "create" else None
+    process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *run_args],
+                               env=dict(os.environ, PREFECT_API_URL=prefect_server),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert created.wait(120), "no batch was created"
+        time.sleep(1.0)  # its id recorded
+        process.send_signal(signal.SIGINT)
+        _, errors = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    claude.on_event = None
+    assert process.returncode == 130 and "batches cancel --all" in errors
+    [batch] = claude.batches.values()
+    assert batch.cancel_at is None  # Ctrl-C did not cancel it
+    capsys.readouterr()
+    assert run_cli("batches", ["cancel", "--all", "--store", str(store)]) == 0
+    assert f"cancelling {batch.id}" in capsys.readouterr().out
+    assert claude.api_requests["cancel"] == 1 and batch.cancel_at is not None
+
+    claude.completion_delay = 0.1
+    assert run_cli("run", run_args) == 0
+    assert max(submitted_per_key(claude).values()) == 2  # the cancelled batch's lines again
