@@ -110,6 +110,20 @@ def empty_flow_wall(env: dict[str, str]) -> float:
     return 0.0
 
 
+def submitted_twice(submitted: dict[str, int]) -> int:
+    """Requests in more than one line, by their key (a line's custom_id also carries its
+    batch's tag)."""
+    from collections import Counter
+
+    from proactflow.batches.anthropic_wire import split_wire_id
+
+    per_key: Counter[str] = Counter()
+    for wire_id, times in submitted.items():
+        ids = split_wire_id(wire_id)
+        per_key[ids[1] if ids else wire_id] += times
+    return sum(1 for times in per_key.values() if times > 1)
+
+
 def recorded_costs(store: Path) -> tuple[float, float]:
     """(paid, estimated) dollars over the run records of the sweep: what proactflow says."""
     paid = estimated = 0.0
@@ -176,8 +190,8 @@ def main() -> None:
     print(f"batched sweep: {args.models} Anthropic models x {args.triggers} triggers, judge "
           f"{JUDGE}; {calls:,} calls; batches finish {args.delay:g} s after creation")
     print(f"lines submitted {stats['lines']:,} (expected {calls:,}) in {stats['batches']} "
-          f"batches; submitted twice: {stats['twice']}; interactive calls: "
-          f"{stats['interactive']}")
+          f"batches; requests submitted twice: {submitted_twice(stats['submitted'])}; "
+          f"interactive calls: {stats['interactive']}")
     print(f"wall {wall:.1f} s; ideal 2 x delay + B = {ideal:.1f} s; beyond it "
           f"{wall - ideal:.1f} s (the last batch was due "
           f"{stats['last_due'] - stats['first_created']:.1f} s after the first was created)")
