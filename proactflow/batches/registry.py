@@ -77,7 +77,12 @@ class BatchRecord:
 
     @classmethod
     def from_json(cls, data: dict) -> "BatchRecord":
-        return cls(**{**data, "keys": tuple(data["keys"])})
+        """A record as stored; a field a later proactflow added is left out, not refused."""
+        known = {name: value for name, value in data.items() if name in _FIELDS}
+        return cls(**{**known, "keys": tuple(data["keys"])})
+
+
+_FIELDS = frozenset(BatchRecord.__dataclass_fields__)
 
 
 class BatchRegistry(Protocol):
