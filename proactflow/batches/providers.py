@@ -8,13 +8,14 @@ from typing import Callable
 import litellm
 
 from ..config.settings import ModelRole
-from . import openai_batches
+from . import anthropic, openai_batches
 from .protocol import BatchProvider
 
 AdapterFactory = Callable[[ModelRole], BatchProvider]
 
 ADAPTERS: dict[str, AdapterFactory] = {
     **{name: openai_batches.for_role for name in openai_batches.PROVIDERS},
+    anthropic.PROVIDER: anthropic.for_role,
 }
 """The providers with a batch API proactflow speaks, by litellm's name for them."""
 
