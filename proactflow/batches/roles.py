@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from pathlib import Path
 
 from ..common.errors import UserError
@@ -95,6 +96,8 @@ class ProgressBoard:
         await self._publish()
 
     async def _publish(self) -> None:
+        if "prefect" not in sys.modules:
+            return  # a run without a Prefect API never imports it (flows/wiring.py)
         from prefect.artifacts import acreate_table_artifact
         from prefect.context import FlowRunContext, TaskRunContext
 
