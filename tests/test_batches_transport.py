@@ -35,14 +35,15 @@ class MemoryProvider:
         self.created[batch_id] = (tag, list(lines))
         return batch_id
 
-    async def find(self, tag: str) -> str | None:
+    async def find(self, tag: str, *, created_after: float | None = None) -> str | None:
         return next((i for i, (t, _) in self.created.items() if t == tag), None)
 
     async def progress(self, batch_id: str) -> BatchProgress:
         total = len(self.created[batch_id][1])
         return BatchProgress("completed", total, total, 0)
 
-    async def results(self, batch_id: str) -> list[LineResult]:
+    async def results(self, batch_id: str, lines: Sequence[BatchLine] = ()
+                      ) -> list[LineResult]:
         return [LineResult(line.custom_id, reply(line.custom_id), 200)
                 for line in self.created[batch_id][1]]
 

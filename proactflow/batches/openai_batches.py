@@ -59,7 +59,7 @@ class OpenAIBatches:
             input_file_id=uploaded.id, metadata={TAG_FIELD: tag}, **self._auth)
         return str(batch.id)
 
-    async def find(self, tag: str) -> str | None:
+    async def find(self, tag: str, *, created_after: float | None = None) -> str | None:
         after: str | None = None
         for _ in range(FIND_PAGES):
             page = await litellm.alist_batches(after=after, limit=100, **self._auth)
@@ -69,6 +69,9 @@ class OpenAIBatches:
                     return str(_field(batch, "id"))
             if not batches or not getattr(page, "has_more", False):
                 return None
+            oldest = _field(batches[-1], "created_at")
+            if created_after is not None and oldest is not None and oldest < created_after:
+                return None  # newest first: the rest were created before the record
             after = str(_field(batches[-1], "id"))
         return None
 
@@ -81,7 +84,7 @@ class OpenAIBatches:
         return BatchProgress(status=str(batch.status), total=total,  # type: ignore[arg-type]
                              done=completed + failed, failed=failed)
 
-    async def results(self, batch_id: str) -> list[LineResult]:
+    async def results(self, batch_id: str, lines: Sequence[BatchLine] = ()) -> list[LineResult]:
         batch = await litellm.aretrieve_batch(batch_id=batch_id, **self._auth)
         found: list[LineResult] = []
         for file_id in (batch.output_file_id, batch.error_file_id):

@@ -80,16 +80,20 @@ class BatchProvider(Protocol):
         recognises it after a crash between creating the batch and recording its id."""
         ...
 
-    async def find(self, tag: str) -> str | None:
+    async def find(self, tag: str, *, created_after: float | None = None) -> str | None:
         """The id of a batch created with `tag`, or None when there is none (the crash came
-        before the batch was created: its lines may be sent again)."""
+        before the batch was created: its lines may be sent again). `created_after` (a Unix
+        time, the record's own minus some clock skew) bounds the search where the provider's
+        listing is long."""
         ...
 
     async def progress(self, batch_id: str) -> BatchProgress:
         ...
 
-    async def results(self, batch_id: str) -> list[LineResult]:
-        """Every finished line of a batch (after it ended; lines it never ran are absent)."""
+    async def results(self, batch_id: str, lines: Sequence[BatchLine] = ()) -> list[LineResult]:
+        """Every finished line of a batch (after it ended; lines it never ran are absent).
+        `lines`: those of the batch the caller holds, for a provider whose replies are read
+        against their request (a batch another process submitted reads as this one's own)."""
         ...
 
     async def cancel(self, batch_id: str) -> None:

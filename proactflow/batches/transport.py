@@ -35,6 +35,9 @@ _CALL_ONLY = frozenset({"model", "messages", "timeout", "max_retries", "api_base
 """What the client passes to a completion that is not part of a batch line's body."""
 
 
+CLOCK_SKEW_S = 600.0
+"""How far the clock of the host that recorded a batch may be from the provider's."""
+
 LIVE: set[str] = set()
 """Ids of the batches this process created or waits for that have not ended: what a Ctrl-C
 leaves running at the provider."""
@@ -93,6 +96,9 @@ class BatchTransport:
         """Tags of the batches this transport created."""
         self._resending: set[str] = set()
         """Keys whose earlier batch ended without running them: counted in the next one."""
+        self._awaited_lines: dict[str, BatchLine] = {}
+        """Lines whose request a batch found in the registry holds: handed to the provider
+        when that batch's results are read, as a batch of this transport's own would be."""
 
     async def complete(self, key: str, **kwargs: Any) -> Any:
         line = BatchLine(key, self.body(kwargs))
@@ -124,7 +130,9 @@ class BatchTransport:
         if key not in self._consumed:
             record = await self.registry.holding(key)
             if record is not None and not (self.refresh and not record.live):
+                self._awaited_lines[key] = line
                 results = await self._follow(record)
+                self._awaited_lines.pop(key, None)
                 self._consumed.add(key)
                 if key in results:
                     self.counts["read again"] += record.tag not in self._own
@@ -216,7 +224,7 @@ class BatchTransport:
         except Exception:
             # Created or not? The provider says; an unanswered question leaves the record
             # without an id, for whoever needs these requests next to ask again.
-            batch_id = await self.provider.find(tag)
+            batch_id = await self.provider.find(tag, created_after=record.created - CLOCK_SKEW_S)
             if batch_id is None:
                 await self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
                 raise
@@ -251,7 +259,8 @@ class BatchTransport:
 
     async def _until_ended(self, record: BatchRecord) -> dict[str, LineResult]:
         if not record.batch_id:
-            found: str | None = await self.provider.find(record.tag)
+            found: str | None = await self.provider.find(
+                record.tag, created_after=record.created - CLOCK_SKEW_S)
             if found is None:  # its process died before creating it
                 await self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
                 return {}
@@ -285,5 +294,6 @@ class BatchTransport:
                     break
             await asyncio.sleep(delay)
             delay = min(delay * self.schedule.factor, self.schedule.most_s)
+        lines = [self._awaited_lines[key] for key in record.keys if key in self._awaited_lines]
         return {result.custom_id: result for result in await self.provider.results(
-            record.batch_id)}
+            record.batch_id, lines)}
