@@ -210,3 +210,27 @@ def test_redaction_covers_named_variables_and_urls(monkeypatch):
     assert redact("saw opaque-value-42") == "saw ***"  # ...until a role names it as its key
     text = redact("POST http://bob:hunter22@host:1/v1/chat?api-key=xyz987&v=2 failed")
     assert "hunter22" not in text and "xyz987" not in text and "host:1/v1/chat" in text
+
+
+def test_calls_queued_behind_a_format_probe_go_out_together_once_it_is_confirmed(tmp_path):
+    """A judge's response_format is tried by one call first; the calls that queued behind it
+    must then go out at the judge's width, not one at a time (issue #26: a sweep's judge went
+    on at one call in flight for minutes, every call that had queued behind the first one)."""
+    verdict = Reply(content='{"evaluation_result": {"status": "evaluated", "score": "pass", '
+                            '"rationale": "r", "evidence": "e"}}', delay=0.1)
+    runtime = RuntimeOptions(concurrency=16, retry_base_delay_s=0.01, max_attempts=2)
+    with FakeOpenAI({"judge": lambda _: verdict}) as fake:
+        client = make_client(fake, "judge", tmp_path, runtime)
+        schema = {"type": "json_schema", "json_schema": {"name": "v", "schema": {}}}
+
+        async def many():
+            return await asyncio.gather(*(client.call(ChatRequest.build(
+                client.role, [("user", f"q{i}")], extra={"response_format": schema}),
+                parse_judge_reply) for i in range(48)))
+
+        outcomes = asyncio.run(many())
+        arrivals = sorted(fake.call_times)
+    assert all(outcome.ok for outcome in outcomes) and fake.calls["judge"] == 48
+    assert arrivals[1] - arrivals[0] >= 0.09  # the format's first call went alone
+    # Then the 47 that waited for it went out together, up to the judge's limit.
+    assert fake.peak_by_model["judge"] == 16

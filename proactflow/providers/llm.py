@@ -252,19 +252,20 @@ class ChatClient:
                 state.loaded = True
         while True:
             sent = formats.adapted(request, state)
-            if formats.known_to_work(state, sent):
-                outcome = await self._call_once(sent)
-            else:
-                found: ChatOutcome | None = None
+            outcome: ChatOutcome | None = None
+            if not formats.known_to_work(state, sent):
                 async with state.lock():
                     sent = formats.adapted(request, state)
-                    # Known to work by now (the call before this one's turn): sent below, at
-                    # once, not one at a time (with --batch, one batch each).
+                    # Asked again under the lock: the call this one waited for has most often
+                    # confirmed the format, and a call sent here would make every call queued
+                    # behind it go one at a time (issue #26: a sweep's judge at 1 in flight;
+                    # with --batch, a batch each).
                     if not formats.known_to_work(state, sent):
-                        found = await self._call_once(sent)
-                        if found.status not in ("error", "refused"):
+                        outcome = await self._call_once(sent)
+                        if outcome.status not in ("error", "refused"):
                             state.working.add(formats.format_of(sent))
-                outcome = found if found is not None else await self._call_once(sent)
+            if outcome is None:
+                outcome = await self._call_once(sent)
             name = formats.format_of(sent)
             if outcome.refusal != "response_format" or name == "none":
                 return outcome
