@@ -29,7 +29,9 @@ async def undone_if_cancelled(operation: Awaitable[T],
             raise cancelled from None
         giving_back = undo(obtained)
         if giving_back is not None:
-            await asyncio.shield(giving_back)
+            # Cancelled again meanwhile, the giving back still ends; an error it ends with has
+            # nobody to go to (the lease's time to live frees what it held).
+            await shielded(giving_back)
         raise
 
 
@@ -44,6 +46,7 @@ def _undo_later(done: asyncio.Future[T], undo: Callable[[T], Awaitable[None] | N
         task = asyncio.ensure_future(giving_back)
         _giving_back.add(task)  # kept until it ends: the loop holds only a weak reference
         task.add_done_callback(_giving_back.discard)
+        task.add_done_callback(_drop_outcome)  # nobody awaits it: an error is not reported
 
 
 async def shielded(operation: Awaitable[T]) -> T:
