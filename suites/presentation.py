@@ -1,0 +1,106 @@
+"""What a suite shows beyond one run: a sweep's leaderboard and headline, its variant's name,
+its verdicts for the history of nights, and the viewer's list and pages; plus the console's cells.
+
+Suite (base.py) inherits these defaults; a benchmark overrides the ones it needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterator
+
+import polars as pl
+
+from ..cache.artifacts import ArtifactStore
+from ..config.settings import RunSettings
+from .declarations import SampleView, StageNames, ViewColumn, ViewSpec
+from .history_metric import HistoryMetric
+
+
+class SuitePresentation:
+    """The reporting and viewing defaults of Suite; the class attributes below are Suite's."""
+
+    group_column: ClassVar[str]
+    sample_key: ClassVar[tuple[str, ...]]
+    stages: ClassVar[StageNames]
+
+    def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        raise NotImplementedError
+
+    # Several evaluations: sweeps and reports.
+
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        """The leaderboard of these evaluations (judgments artifact keys); with `out`, the
+        report files too. By default the scores table over all of them."""
+        frames = [store.get_by_key(self.stages.judgments, key).frame() for key in judgments_keys]
+        board = self.score(pl.concat(frames, how="diagonal_relaxed"))
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            board.write_csv(out / "leaderboard.csv")
+        return board
+
+    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+        """The sweep summary's table: column names and one row per evaluation."""
+        return list(board.columns), [[_cell(v) for v in row] for row in board.rows()]
+
+    def variant_name(self, judgments: pl.DataFrame) -> str:
+        """What tells an evaluation's variant apart in titles, folder names and labels (the
+        multimodal suite: "oeg", "mcqa hint"); empty for a suite with one way to run."""
+        return ""
+
+    def settings_variant(self, settings: RunSettings) -> str:
+        """`variant_name` from a run's settings, before any table exists: the console's title
+        and a sweep's folder names carry it."""
+        return ""
+
+    # The history of nights (results/history*.py): a figure per night, paired comparisons.
+
+    history_metric: ClassVar[HistoryMetric | None] = None
+    """The figure the history charts and compares across nights; None: a night of this suite
+    is recorded without scores."""
+
+    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame | None:
+        """Each sample's verdict in one evaluation, as history_metric.samples_frame makes it
+        (sample, unit, group, verdict and the metric's components); None when the suite
+        declares no history_metric."""
+        return None
+
+    def history_view_sample(self, sample: str) -> str:
+        """The viewer's sample (SampleView.sample, the address's `t=`) showing a history
+        sample: where a regression's changed samples link to."""
+        return sample
+
+    # The viewer (results/viewer.py): what a person reads of one sample.
+
+    def view_spec(self) -> ViewSpec:
+        """The viewer's list for this suite. By default the sample key's columns and the group
+        column, which is also a filter."""
+        key = [column for column in self.sample_key if column != "sample_index"]
+        second = key[1] if len(key) > 1 else "sample_index"
+        return ViewSpec((ViewColumn(key[0], "26%"), ViewColumn(second, "60px"),
+                         ViewColumn(self.group_column, "84px", filter=True)))
+
+    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
+        """What the viewer shows of each sample of one evaluation (a judgments artifact). By
+        default each sample's judgments rows as a table, its outcome their status."""
+        from .views import judgments_table_views
+
+        return judgments_table_views(self, store, judgments_key)
+
+
+def _column(name: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: _cell(row.get(name))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def percent(value: float | None) -> str:
+    """A rate as the console shows it."""
+    return "-" if value is None else f"{100 * value:.1f}"
