@@ -11,31 +11,26 @@ not take) is the call's outcome, status refused, cached like an answer: the same
 refuse it again, so only --refresh or a changed key asks again. A refused `response_format` is
 not a refusal of the call: the call is sent again with the next format the server may take
 (structured_output.py).
+The HTTP attempts themselves (retries, pacing, breaker, the response as an outcome) are
+http_attempts.py's; this module owns the cache, the lease, parsing and format adaptation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import random
-import time
-from importlib import metadata
 from typing import Any, Awaitable, Callable, TypeVar
 
 import litellm
 
 from ..cache.calls import CallCache, CallStore, as_call_store
-from .chat import ChatOutcome, ChatRequest, api_key_for, context_cut_message, reply_status
+from .chat import ChatOutcome, ChatRequest
 from . import structured_output as formats
-from .content import wire_content
 from . import litellm_costs
 from .call_health import Breaker, CallStats, paying
-from ..common.errors import DatabaseLost, EndpointDown, ProviderRejected
+from .http_attempts import LITELLM_VERSION, HttpAttempts
+from ..common.errors import DatabaseLost, EndpointDown
 from ..limits.leases import HeldLeases
-from .provider_errors import AttemptFailed, classify
 from ..limits.ratelimit import AdaptiveLimit, InFlightLimit, Pacer
-from ..config.endpoints import split_credentials
 from ..config.settings import ModelRole, RuntimeOptions
 
 litellm.suppress_debug_info = True
@@ -43,7 +38,8 @@ litellm.telemetry = False
 litellm_costs.install()
 
 T = TypeVar("T")
-LITELLM_VERSION = metadata.version("litellm")
+__all__ = ["ChatClient", "estimated_cost", "LITELLM_VERSION", "JUDGE_PARSE_ATTEMPTS",
+           "INVALID_MODEL_REPLY"]
 JUDGE_PARSE_ATTEMPTS = 4
 """Judge calls per request while its replies are unusable, unless the user or the suite's
 protocol says otherwise."""
@@ -51,9 +47,9 @@ INVALID_MODEL_REPLY = "invalid model reply"
 """How an error of the model under test starts when none of its replies parsed."""
 
 
-class ChatClient:
+class ChatClient(HttpAttempts):
     """Makes the calls of one role through the per-call cache: a CallStore, or a local
-    CallCache, which it wraps as one."""
+    CallCache, which it wraps as one; its HTTP attempts are http_attempts.py's."""
 
     def __init__(self, role: ModelRole, cache: CallStore | CallCache, runtime: RuntimeOptions,
                  completion: Callable[..., Awaitable[Any]] | None = None,
@@ -278,153 +274,6 @@ class ChatClient:
     def _count_kept(self, outcome: ChatOutcome) -> None:
         self.stats.prompt_tokens += outcome.prompt_tokens or 0
         self.stats.completion_tokens += outcome.completion_tokens or 0
-
-    # HTTP attempts.
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        ceiling = min(self.runtime.retry_max_delay_s,
-                      self.runtime.retry_base_delay_s * (2 ** (attempt - 1)))
-        delay = random.uniform(0, ceiling)
-        return max(delay, retry_after) if retry_after is not None else delay
-
-    def _estimated_tokens(self, request: ChatRequest) -> float:
-        prompt = request.estimated_prompt_tokens
-        answered = self.stats.completion_tokens / max(1, self.stats.calls - self.stats.cache_hits)
-        expected = answered if self.stats.completion_tokens else 512
-        return prompt + min(expected, dict(request.params).get("max_tokens", expected))
-
-    async def _attempt(self, request: ChatRequest) -> tuple[Any, float]:
-        if self._request_pacer is not None:
-            await self._request_pacer.acquire()
-        estimate = 0.0
-        if self._token_pacer is not None:
-            estimate = self._estimated_tokens(request)
-            await self._token_pacer.acquire(estimate)
-        kwargs: dict[str, Any] = dict(request.params)
-        if self.role.api_base:
-            # User info in the URL goes as a header of its own, which replaces the key's
-            # bearer token (one Authorization header; docs/running.md).
-            kwargs["api_base"], basic = split_credentials(self.role.api_base)
-            if basic:
-                kwargs["extra_headers"] = {"Authorization": basic}
-        key = api_key_for(self.role)
-        if key:
-            kwargs["api_key"] = key
-        started = time.monotonic()
-        self.stats.http_attempts += 1
-        completion = self._completion if self._batched is None else \
-            functools.partial(self._batched, request.key)
-        # A batched call is not waited for when the database is lost: its batch stays recorded
-        # and its answer at the provider, for the next run to read.
-        with litellm_costs.priced_per_stage(), \
-                paying() if self._batched is None else contextlib.nullcontext():
-            response = await completion(
-                model=request.model,
-                messages=[{"role": role, "content": wire_content(content)}
-                          for role, content in request.messages],
-                timeout=self._timeout, max_retries=0, **kwargs)
-        usage = getattr(response, "usage", None)
-        self.stats.paid_prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
-        self.stats.paid_completion_tokens += getattr(usage, "completion_tokens", None) or 0
-        if self._token_pacer is not None:
-            await self._token_pacer.settle((getattr(usage, "total_tokens", None) or 0) - estimate)
-        return response, time.monotonic() - started
-
-    def _declare_down(self, message: str) -> EndpointDown:
-        where = f" at {self.role.endpoint}" if self.role.endpoint else ""
-        self._down = EndpointDown(
-            f"{self.role.model}{where}: no call succeeded for "
-            f"{self.runtime.down_after_s:g} s, {self._breaker.failures} failed attempts in a row "
-            f"(last: {message}); stopping. Finished calls are cached: re-run to continue.")
-        return self._down
-
-    async def _call_once(self, request: ChatRequest) -> ChatOutcome:
-        """One logical call with HTTP retries; no parsing."""
-        attempt = failures = rate_limited = 0
-        while True:
-            if self._down is not None:
-                raise self._down
-            attempt += 1
-            started = await self.in_flight.acquire()
-            failure: AttemptFailed | None = None
-            try:
-                response, latency = await self._attempt(request)
-            except (ProviderRejected, asyncio.CancelledError):
-                self.in_flight.release(started)
-                raise
-            except Exception as exc:  # provider errors arrive as many types; classify sorts them
-                try:
-                    failure = classify(exc, self.role.model, request.api_base)
-                finally:
-                    self.in_flight.release(started, rate_limited=failure is not None
-                                           and failure.rate_limited)
-            else:
-                self.in_flight.release(started)
-            if failure is None:
-                self._breaker.success()
-                return self._outcome(request, response, latency, attempt)
-            if failure.rate_limited:
-                self.stats.rate_limited += 1
-                rate_limited += 1
-                if failure.retry_after and self._request_pacer is not None:
-                    await self._request_pacer.defer(failure.retry_after)
-                if rate_limited >= self.runtime.rate_limited_attempts:
-                    return ChatOutcome(request.key, status="error", attempts=attempt,
-                                       error=f"still rate limited after {rate_limited} tries: "
-                                             f"{failure}")
-                await asyncio.sleep(self._backoff(rate_limited, failure.retry_after))
-                continue
-            if failure.refusal is not None:  # the server answered: it is up
-                self._breaker.success()
-                return self._refusal(request, failure, attempt)
-            if self._breaker.failure():
-                raise self._declare_down(str(failure))
-            failures += 1
-            if not failure.retryable or failures >= self.runtime.max_attempts:
-                note = f" after {self._timeout:g} s, not retried: the provider may have " \
-                       "billed it; a re-run asks again" if failure.timed_out else ""
-                return ChatOutcome(request.key, status="error", attempts=attempt,
-                                   error=f"{failure}{note}")
-            await asyncio.sleep(self._backoff(failures, failure.retry_after))
-
-    @staticmethod
-    def _refusal(request: ChatRequest, failure: AttemptFailed, attempt: int) -> ChatOutcome:
-        kind = failure.refusal
-        if kind == "context_full":
-            return ChatOutcome(request.key, status="truncated", attempts=attempt,
-                               refusal=kind, finish_reason="length",
-                               error=context_cut_message(None, None, f"the server: {failure}"),
-                               litellm_version=LITELLM_VERSION)
-        if kind == "response_format" and formats.format_of(request) == "none":
-            kind = "invalid"
-        remedy = {"context": "the prompt does not fit the model's context: a larger context "
-                             "or another model, then --refresh",
-                  "response_format": "--judge-response-format json_object or none",
-                  "invalid": "change the request (another model or setting) or --refresh"}
-        return ChatOutcome(request.key, status="refused", attempts=attempt, refusal=kind,
-                           error=f"refused by the server: {failure} ({remedy[kind or 'invalid']})",
-                           litellm_version=LITELLM_VERSION)
-
-    @staticmethod
-    def _outcome(request: ChatRequest, response: Any, latency: float,
-                 attempt: int) -> ChatOutcome:
-        choice = response.choices[0]
-        message = choice.message
-        usage = getattr(response, "usage", None)
-        status, why = reply_status(message.content, choice.finish_reason,
-                                   getattr(message, "refusal", None),
-                                   max_tokens=dict(request.params).get("max_tokens"),
-                                   prompt_tokens=getattr(usage, "prompt_tokens", None),
-                                   completion_tokens=getattr(usage, "completion_tokens", None))
-        return ChatOutcome(
-            request.key, status=status, content=message.content, error=why,
-            finish_reason=choice.finish_reason,
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
-            latency_s=round(latency, 4), attempts=attempt,
-            served_model=getattr(response, "model", None),
-            system_fingerprint=getattr(response, "system_fingerprint", None),
-            litellm_version=LITELLM_VERSION)
 
 
 def estimated_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
