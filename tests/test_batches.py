@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from fake_batches import FakeBatches
+from batch_kills import killed_at
 from helpers import cli_args, run_cli
 from fake_openai import Reply
 from replay import ANSWERABLE, replay_judge, replay_model, synthetic_judge
@@ -108,42 +109,16 @@ def test_interactive_run_after_a_batched_one_makes_no_call_and_back(batches, tmp
     assert records
 
 
-RUNNER = "import sys; from proactflow.cli import main; sys.exit(main(sys.argv[1:]))"
-
-
 @pytest.mark.parametrize("phase", ["upload", "create", "retrieve", "content"])
 def test_killed_in_any_phase_resumes_without_sending_a_line_twice(batches, tmp_path, phase,
                                                                   prefect_server):
     """kill -9 while uploading, after the batch was created but before its id was recorded,
     while waiting, while reading results: the run started again finds its batch (by its tag
     when no id was recorded) and no request is ever in two batches."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import threading
-
     store = tmp_path / "store"
     args = cli_args(batches, store, extra=FAST)
-    process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *args],
-                               env=dict(os.environ, PREFECT_API_URL=prefect_server),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed = threading.Event()
-
-    def kill_at(event: str, subject: str) -> None:
-        if event == phase and not killed.is_set():
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            killed.set()
-
-    batches.on_event = kill_at
-    try:
-        process.wait(timeout=180)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert killed.is_set(), f"the run ended before reaching {phase}"
-    batches.on_event = None
+    assert killed_at(batches, phase, ["run", *args], prefect_server), \
+        f"the run ended before reaching {phase}"
     records = list((store / "batches").glob("*.json"))
     assert records, "the batch was not recorded before the provider was asked to create it"
 

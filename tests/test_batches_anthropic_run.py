@@ -13,6 +13,7 @@ import pytest
 
 from fake_anthropic_batches import FakeAnthropic
 from proactflow.batches.anthropic_wire import split_wire_id
+from batch_kills import RUNNER, killed_at
 from helpers import cli_args, run_cli
 from replay import ANSWERABLE, replay_judge, replay_model
 from test_batches import call_records, tables
@@ -75,7 +76,6 @@ def test_batched_anthropic_run_equals_interactive_run(claude, tmp_path):
     assert call_records(batched) == call_records(interactive)
 
 
-RUNNER = "import sys; from proactflow.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.mark.parametrize("phase", ["create", "retrieve", "results"])
@@ -84,33 +84,10 @@ def test_killed_in_any_phase_resumes_without_submitting_a_line_twice(claude, tmp
     """kill -9 right after the batch was created (its id not yet recorded: found again by the
     tag its lines carry), while waiting, while reading results: the run started again submits
     no line a second time, and an interactive run after it finds everything cached."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import threading
-
     store = tmp_path / "store"
     run_args = args(claude, store, FAST)
-    process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *run_args],
-                               env=dict(os.environ, PREFECT_API_URL=prefect_server),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed = threading.Event()
-
-    def kill_at(event: str, batch_id: str) -> None:
-        if event == phase and not killed.is_set():
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            killed.set()
-
-    claude.on_event = kill_at
-    try:
-        process.wait(timeout=180)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert killed.is_set(), f"the run ended before reaching {phase}"
-    claude.on_event = None
+    assert killed_at(claude, phase, ["run", *run_args], prefect_server), \
+        f"the run ended before reaching {phase}"
     assert list((store / "batches").glob("*.json")), "no batch recorded before its creation"
 
     assert run_cli("run", run_args) == 0

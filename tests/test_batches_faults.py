@@ -17,9 +17,10 @@ import pytest
 
 from fake_batches import FakeBatches
 from fake_openai import Reply
+from batch_kills import RUNNER, killed_at
 from helpers import cli_args, request_identity, run_cli
 from replay import ANSWERABLE, replay_judge, replay_model, synthetic_judge
-from test_batches import FAST, RUNNER
+from test_batches import FAST
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -136,25 +137,7 @@ def test_two_stores_sharing_a_database_resume_each_others_batch(batches, tmp_pat
     store on the same database, as another host would: it finds the batch by its tag."""
     first = cli_args(batches, tmp_path / "first", extra=(*FAST, "--database", database))
     second = cli_args(batches, tmp_path / "second", extra=(*FAST, "--database", database))
-    process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *first],
-                               env=dict(os.environ, PREFECT_API_URL=prefect_server),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed = threading.Event()
-
-    def kill_at_create(event: str, subject: str) -> None:
-        if event == "create" and not killed.is_set():
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            killed.set()
-
-    batches.on_event = kill_at_create
-    try:
-        process.wait(timeout=180)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert killed.is_set()
-    batches.on_event = None
+    assert killed_at(batches, "create", ["run", *first], prefect_server)
     assert not (tmp_path / "first" / "batches").exists()  # recorded in the database only
     assert run_cli("run", second) == 0
     assert not batches.twice

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from batch_kills import killed_at
 from fake_batches import FakeBatches
 from helpers import request_identity, run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, replay_model, synthetic_judge, synthetic_model
@@ -112,29 +113,6 @@ def test_a_batched_proactive_agent_sweep_runs_a_round_per_step(tmp_path):
     assert leaderboard(tmp_path / "batched").equals(leaderboard(tmp_path / "interactive"))
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (a sweep's process groups run in sessions of their own)."""
-    import os
-
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-RUNNER = "import sys; from proactflow.cli import main; sys.exit(main(sys.argv[1:]))"
-
 
 @pytest.mark.parametrize("suite,phase", [(suite, phase) for suite in ("proactbench", "agent")
                                          for phase in ("upload", "create", "retrieve",
@@ -145,12 +123,6 @@ def test_a_batched_sweep_killed_in_any_phase_resumes_without_sending_a_line_twic
     created but before its id was recorded, while waiting, while reading results: the sweep
     started again finds its batches, sends no request twice, and prints the interactive
     sweep's leaderboard."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import threading
-
     models = ({"gen": replay_model(published), "synth": synthetic_model,
                "judge2": synthetic_judge} if suite == "proactbench"
               else {"agent": agent, "reward": reward_model})
@@ -161,28 +133,8 @@ def test_a_batched_sweep_killed_in_any_phase_resumes_without_sending_a_line_twic
         asked = Counter(request_identity(request) for request in fake.requests)
         fake.reset_counts()
         config = write(fake.url, tmp_path / "batched", "batch = true")
-        sweep = subprocess.Popen([sys.executable, "-c", RUNNER, "sweep", "--config", str(config)],
-                                 env=dict(os.environ, PREFECT_API_URL=prefect_server),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        killed = threading.Event()
-
-        def kill_at(event: str, subject: str) -> None:
-            if event == phase and not killed.is_set():
-                for pid in [sweep.pid, *_descendants(sweep.pid)]:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                killed.set()
-
-        fake.on_event = kill_at
-        try:
-            sweep.wait(timeout=240)
-        finally:
-            if sweep.poll() is None:
-                sweep.kill()
-        assert killed.is_set(), f"the sweep ended before reaching {phase}"
-        fake.on_event = None
+        assert killed_at(fake, phase, ["sweep", "--config", str(config)], prefect_server,
+                         timeout=240), f"the sweep ended before reaching {phase}"
         assert run_cli("sweep", ["--config", str(config)]) == 0
         # Every request in as many batches as the interactive sweep asked it (once; Proactive
         # Agent's event whose reply never parses, its five tries), the killed sweep's included.
