@@ -19,19 +19,11 @@ from fake_batches import FakeBatches
 from fake_openai import Reply
 from batch_kills import RUNNER, killed_at
 from helpers import cli_args, request_identity, run_cli
-from replay import ANSWERABLE, replay_judge, replay_model, synthetic_judge
-from test_batches import FAST
+from replay import ANSWERABLE, replay_model
+from test_batches import FAST, batches  # noqa: F401 (the fake batch API fixture)
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
-
-@pytest.fixture
-def batches(published):
-    server = FakeBatches({"gen": replay_model(published), "judge": replay_judge(published),
-                          "judge2": synthetic_judge}, completion_delay=0.1)
-    with server:
-        yield server
-    assert not server.responder_errors, server.responder_errors
 
 
 def answered(fake: FakeBatches) -> Counter:
