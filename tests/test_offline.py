@@ -46,7 +46,8 @@ def test_first_run_offline_without_a_key_is_one_line_in_seconds(tmp_path):
         offline_env(tmp_path))
     assert code == 2 and "\n" not in error, error
     assert "no network" in error and "--corpus FILE" in error
-    assert seconds < 5, seconds  # the hub client alone used to retry for 23 s
+    # Retries would take the hub client 23 s; the bound leaves a loaded machine's start-up room.
+    assert seconds < 15, seconds
 
 
 def test_first_run_with_a_key_but_no_network_is_one_line_in_seconds(tmp_path):
@@ -58,7 +59,7 @@ def test_first_run_with_a_key_but_no_network_is_one_line_in_seconds(tmp_path):
     assert code == 2 and "\n" not in error, error
     assert "cannot reach" in error and "refused the connection" in error
     assert "sk-test" not in error
-    assert seconds < 5, seconds
+    assert seconds < 15, seconds  # at once, not after rounds of retries
 
 
 def test_upstream_prompt_offline_names_the_way_out(tmp_path):
