@@ -217,7 +217,7 @@ def test_calls_queued_behind_a_format_probe_go_out_together_once_it_is_confirmed
     must then go out at the judge's width, not one at a time (issue #26: a sweep's judge went
     on at one call in flight for minutes, every call that had queued behind the first one)."""
     verdict = Reply(content='{"evaluation_result": {"status": "evaluated", "score": "pass", '
-                            '"rationale": "r", "evidence": "e"}}', delay=0.1)
+                            '"rationale": "r", "evidence": "e"}}', delay=0.3)
     runtime = RuntimeOptions(concurrency=16, retry_base_delay_s=0.01, max_attempts=2)
     with FakeOpenAI({"judge": lambda _: verdict}) as fake:
         client = make_client(fake, "judge", tmp_path, runtime)
@@ -231,6 +231,7 @@ def test_calls_queued_behind_a_format_probe_go_out_together_once_it_is_confirmed
         outcomes = asyncio.run(many())
         arrivals = sorted(fake.call_times)
     assert all(outcome.ok for outcome in outcomes) and fake.calls["judge"] == 48
-    assert arrivals[1] - arrivals[0] >= 0.09  # the format's first call went alone
-    # Then the 47 that waited for it went out together, up to the judge's limit.
-    assert fake.peak_by_model["judge"] == 16
+    assert arrivals[1] - arrivals[0] >= 0.29  # the format's first call went alone
+    # Then the 47 that waited for it went out together, up to the judge's limit (one at a time
+    # before the fix; a loaded machine may start the last few after the first ones have ended).
+    assert 8 < fake.peak_by_model["judge"] <= 16
