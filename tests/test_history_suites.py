@@ -261,6 +261,10 @@ def test_the_changed_samples_of_a_regression_side_by_side(tmp_path, prefect_serv
                                   [replace(finding, versions=(read[0], read[1] + 1))])
     assert "side_by_side" not in unlinked.links and "view" not in unlinked.changed[0]
     assert not (tmp_path / "again" / "compare").exists()
+    # Written again where the first page is, the page nothing links any more is gone.
+    with_comparisons(ArtifactStore(store), tmp_path / "history",
+                     [replace(finding, versions=(read[0], read[1] + 1))])
+    assert not page.parent.exists()
 
 
 def test_every_suites_stored_evaluations_in_the_history_and_side_by_side(tmp_path,

@@ -3,13 +3,16 @@ two nights' evaluations holding only the samples that changed verdict, where eac
 both nights' responses and verdicts next to each other.
 
 One page per pair of nights, `<out>/compare/<n>/index.html`, shared by the findings of every
-group of that pair; each changed sample links to its place in it. A night whose artifacts are
+group of that pair; each changed sample links to its place in it. Pages an earlier report left
+under `<out>/compare/` that this one does not link are removed: a reader opening the folder
+finds only this report's pairs. A night whose artifacts are
 gone (`gc --forget-history`), or whose judgments a later `--refresh` replaced by another version
 (the store serves the newest), has no page: its findings keep their verdicts, without the link.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
@@ -60,9 +63,13 @@ def with_comparisons(store: ArtifactStore, out: Path, findings: list[Finding]
     for finding in findings:
         groups.setdefault(finding.evaluations, []).append(finding)
     pages: dict[tuple[str, str], str | None] = {}
+    kept: set[str] = set()
     for number, (pair, group) in enumerate(groups.items(), start=1):
         written = _write(store, get_suite(group[0].suite), out / FOLDER / str(number), group)
         pages[pair] = written.resolve().as_uri() if written is not None else None
+        if written is not None:
+            kept.add(str(number))
+    _remove_unlinked(out / FOLDER, kept)
     linked = []
     for finding in findings:
         page = pages[finding.evaluations]
@@ -75,3 +82,13 @@ def with_comparisons(store: ArtifactStore, out: Path, findings: list[Finding]
         linked.append(replace(finding, changed=changed,
                               links={**finding.links, "side_by_side": page}))
     return linked
+
+
+def _remove_unlinked(folder: Path, kept: set[str]) -> None:
+    """Remove the numbered pages under `folder` that are not in `kept` (an earlier report's,
+    with more pairs, or a pair whose night has no page now); anything else is left alone."""
+    if not folder.is_dir():
+        return
+    for page in folder.iterdir():
+        if page.is_dir() and page.name.isdigit() and page.name not in kept:
+            shutil.rmtree(page)
