@@ -11,7 +11,10 @@ night before's (the cache answered: the same judgments); with --all-change every
 night is new (the worst case). It prints the bytes of one night's file, the seconds to record
 the 30 nights as a sweep does (each night's figures and intervals computed then), and the
 seconds `proactflow history` spends reading them, comparing consecutive nights (paired
-bootstrap where a figure moved) and writing history.csv and history.html.
+bootstrap where a figure moved) and writing history.csv and history.html. Last, what the 30th
+night's sweep reads of its series (its plan's and its snapshot check's latest snapshots, then
+its findings once recorded): newest first and only back to what it compares with, against the
+whole series read each of those three times (as before).
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from pathlib import Path
 import polars as pl
 
 from proactflow.cache.artifacts import ArtifactStore
-from proactflow.results.history import read_nights, samples_record, write_night
+from proactflow.results.history import (latest_snapshots, newest_nights, read_nights,
+                                        samples_record, write_night)
 from proactflow.results.history_page import write_history
-from proactflow.results.history_scores import all_findings, history_table, pair_scores
+from proactflow.results.history_scores import (all_findings, findings_of, history_table,
+                                               night_findings, pair_scores)
 from proactflow.suites import get_suite
 
 PAIRS, NIGHTS = 16, 30
@@ -67,8 +72,10 @@ def measure(suite: str, make, every_pair_changes: bool) -> None:
                    or p % 4 == night % 4]
             pairs = [pairs[p] if p not in new else {
                 "model": f"m{p}", "judge": "j", "revision": f"r{night}", "variant": "",
-                "judgments": f"k{night}-{p}", "responses": "", "snapshot": {},
-                "judge_snapshot": {}, "notes": [], "metric": "-",
+                "judgments": f"k{night}-{p}", "responses": "",
+                "snapshot": {"served_model": f"m{p}-snap", "system_fingerprint": None},
+                "judge_snapshot": {"served_model": "j-snap", "system_fingerprint": None},
+                "notes": [], "metric": "-",
                 "samples": samples_record(make(draw, night % 10 == 9))} for p in range(PAIRS)]
             pairs = [{**pair, "scores": pair.get("scores") or pair_scores(suite, pair)}
                      for pair in pairs]
@@ -82,9 +89,30 @@ def measure(suite: str, make, every_pair_changes: bool) -> None:
         findings = all_findings(nights)
         write_history(Path(folder) / "out", table, findings)
         read = time.perf_counter() - start
+        sweep_reads = sweep_seconds(store, suite)
     print(f"{get_suite(suite).display_name}: one night of {PAIRS} pairs {size / 1e6:.2f} MB; "
           f"{NIGHTS} nights recorded in {recorded:.1f} s; history of them (read, {table.height} "
-          f"figures with intervals, {len(findings)} findings, page) in {read:.1f} s")
+          f"figures with intervals, {len(findings)} findings, page) in {read:.1f} s; the last "
+          f"night's sweep reads its series in {sweep_reads[0]:.2f} s (the whole series three "
+          f"times: {sweep_reads[1]:.2f} s)")
+
+
+def sweep_seconds(store: ArtifactStore, suite: str) -> tuple[float, float]:
+    """Seconds the last night's sweep spends reading its series: as it does now, and reading
+    the whole series for each of its three looks."""
+    wanted = [("model", f"m{p}") for p in range(PAIRS)] + [("judge", "j")]
+    last = f"run{NIGHTS - 1:05d}"
+    start = time.perf_counter()
+    for _ in range(2):  # the plan's line, then the snapshot check
+        latest_snapshots(newest_nights(store, series="nightly", suite=suite), wanted)
+    night_findings(newest_nights(store, series="nightly", suite=suite), last, 0.0)
+    now = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(2):
+        latest_snapshots(reversed(read_nights(store, series="nightly", suite=suite)), wanted)
+    nights = read_nights(store, series="nightly", suite=suite)
+    findings_of(nights, len(nights) - 1, 0.0)
+    return now, time.perf_counter() - start
 
 
 if __name__ == "__main__":

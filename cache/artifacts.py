@@ -30,7 +30,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -255,11 +255,14 @@ class ArtifactStore:
                    and e.name.count("/") == 1]
         return [(entry, self._storage.read(entry.name)) for entry in entries]
 
-    def json_files(self, folder: str) -> list[tuple[Entry, bytes]]:
-        """Every `.json` file under `folder` (any depth) with its bytes, by name (the sweeps'
-        history: `history/<series>/<night>.json`)."""
-        entries = [e for e in self._storage.files(folder) if e.name.endswith(".json")]
-        return [(entry, self._storage.read(entry.name)) for entry in entries]
+    def json_files(self, folder: str, *, last_first: bool = False
+                   ) -> Iterator[tuple[Entry, bytes]]:
+        """Every `.json` file under `folder` (any depth) with its bytes, by name (`last_first`:
+        in reverse), each read when the caller reaches it: a sweep reads only the newest few
+        nights of its history (`history/<series>/<night>.json`)."""
+        entries = sorted((e for e in self._storage.files(folder) if e.name.endswith(".json")),
+                         key=lambda entry: entry.name, reverse=last_first)
+        return ((entry, self._storage.read(entry.name)) for entry in entries)
 
     def remove_record(self, name: str) -> None:
         """Remove the run record `runs/<name>.json`."""

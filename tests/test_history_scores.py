@@ -12,8 +12,9 @@ import pytest
 
 from helpers import run_cli
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.results.history import read_nights, write_night
-from proactflow.results.history_scores import all_findings, history_table
+from proactflow.results.history import latest_snapshots, newest_nights, read_nights, write_night
+from proactflow.results.history_scores import (all_findings, findings_of, history_table,
+                                               night_findings)
 from proactflow.results.store_gc import plan_collection
 
 UNITS = [f"d{i}" for i in range(12)]
@@ -115,3 +116,38 @@ def test_history_of_an_empty_store_is_one_line(tmp_path, capsys):
     assert run_cli("history", ["--store", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert "no sweep nights recorded" in err and err.count("\n") == 1
+
+
+def test_a_sweep_reads_its_series_only_back_to_what_it_compares_with(tmp_path):
+    """A sweep's night is compared with the latest earlier night of each of its pairs, and its
+    snapshot check wants the latest snapshot of each model: the series is read newest first, and
+    only that far back (a year of nights is not read every night), with the findings and
+    snapshots the whole series gives."""
+    store = ArtifactStore(tmp_path / "store")
+    good, worse = ["PASS", "PARTIAL", "FAIL"] * len(UNITS), ["PASS", "FAIL", "FAIL"] * len(UNITS)
+    for day in range(1, 9):
+        record(store, day, pair(good if day < 8 else worse))
+    other = {**pair(good), "model": "other"}  # a second model, last seen on night 2
+    write_night(store, "nightly", "proactbench", datetime(2026, 11, 2, 3, tzinfo=timezone.utc),
+                "other-02", [other], {"report": None, "viewer": None})
+
+    read: list[str] = []
+
+    def newest():
+        for night in newest_nights(store, series="nightly", suite="proactbench"):
+            read.append(night.date[:10])
+            yield night
+
+    nights = read_nights(store)
+    whole = findings_of(nights, len(nights) - 1, 0.0)
+    assert whole and night_findings(newest(), "run00008", 0.0) == whole
+    assert read == ["2026-11-08", "2026-11-07"]
+    read.clear()
+    assert latest_snapshots(newest(), [("model", "m"), ("judge", "j")]) == {
+        ("model", "m"): (pair(good)["snapshot"], "2026-11-08 02:00"),
+        ("judge", "j"): (pair(good)["judge_snapshot"], "2026-11-08 02:00")}
+    assert read == ["2026-11-08"]
+    read.clear()
+    assert latest_snapshots(newest(), [("model", "other")])[("model", "other")][1] == \
+        "2026-11-02 03:00"
+    assert read == [f"2026-11-0{day}" for day in range(8, 1, -1)]

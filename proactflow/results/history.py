@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Collection, Iterable, Iterator
 
 import polars as pl
 
@@ -125,8 +125,24 @@ def read_nights(store: ArtifactStore, *, series: str | None = None, suite: str |
                 since: datetime | None = None) -> list[Night]:
     """The recorded nights, oldest first, narrowed by series, suite and start time."""
     folder = f"{FOLDER}/{series_slug(series)}" if series else FOLDER
-    nights = []
-    for entry, data in store.json_files(folder):
+    nights = [night for night in _nights(store, folder, suite)
+              if not since or night.night >= since]
+    nights.sort(key=lambda n: (n.night, n.location))
+    return nights
+
+
+def newest_nights(store: ArtifactStore, *, series: str, suite: str | None = None
+                  ) -> Iterator[Night]:
+    """The nights of `series` (of `suite`), newest first, each read only when the caller
+    reaches it: a sweep needs the latest few of a series that may hold years of nights, each
+    with every sample's verdict. A night's file is named by its time, so names sort as nights
+    do."""
+    return _nights(store, f"{FOLDER}/{series_slug(series)}", suite, last_first=True)
+
+
+def _nights(store: ArtifactStore, folder: str, suite: str | None, *, last_first: bool = False
+            ) -> Iterator[Night]:
+    for entry, data in store.json_files(folder, last_first=last_first):
         try:
             content = json.loads(data.decode("utf-8"))
             moment = datetime.fromisoformat(str(content["night"]))
@@ -136,13 +152,8 @@ def read_nights(store: ArtifactStore, *, series: str | None = None, suite: str |
         moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
         night = Night(str(content.get("series", "")), str(content.get("suite", "")), moment,
                       content, store.location(entry.name))
-        if suite and night.suite != suite:
-            continue
-        if since and night.night < since:
-            continue
-        nights.append(night)
-    nights.sort(key=lambda n: (n.night, n.location))
-    return nights
+        if not suite or night.suite == suite:
+            yield night
 
 
 def needed_keys(store: ArtifactStore) -> set[tuple[str, str]]:
@@ -152,14 +163,18 @@ def needed_keys(store: ArtifactStore) -> set[tuple[str, str]]:
             if pair.get(field)}
 
 
-def latest_snapshots(nights: list[Night]) -> dict[tuple[str, str], tuple[dict[str, Any], str]]:
+def latest_snapshots(newest_first: Iterable[Night], wanted: Collection[tuple[str, str]] = ()
+                     ) -> dict[tuple[str, str], tuple[dict[str, Any], str]]:
     """(role, model) -> the snapshot that answered it on the latest night that evaluated it,
-    and that night's date; role is `model` or `judge`."""
+    and that night's date; role is `model` or `judge`. The nights come newest first; reading
+    stops once every (role, model) in `wanted` is found."""
     found: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
-    for night in nights:
-        for pair in night.pairs:
-            if pair.get("snapshot", {}).get("served_model"):
-                found[("model", pair["model"])] = (pair["snapshot"], night.date)
-            if pair.get("judge_snapshot", {}).get("served_model"):
-                found[("judge", pair["judge"])] = (pair["judge_snapshot"], night.date)
+    for night in newest_first:
+        for pair in reversed(night.pairs):  # the night's last word on a model, as it was kept
+            for role, field, name in (("model", "snapshot", pair["model"]),
+                                      ("judge", "judge_snapshot", pair["judge"])):
+                if (role, name) not in found and (pair.get(field) or {}).get("served_model"):
+                    found[(role, name)] = (pair[field], night.date)
+        if wanted and all(key in found for key in wanted):
+            break
     return found

@@ -15,7 +15,7 @@ no finding is drawn across that break, and the history marks it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import polars as pl
 
@@ -191,6 +191,28 @@ def findings_of(nights: list[Night], index: int, threshold: float) -> list[Findi
         if previous is not None:
             found += compare(night.series, night.suite, previous, (night, pair), threshold)
     return found
+
+
+def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float
+                   ) -> list[Finding]:
+    """`findings_of` the night that `run_id` recorded, reading its series (newest first) only
+    back to the latest earlier night of each of its pairs, not the whole series."""
+    read: list[Night] = []
+    waiting: list[dict[str, Any]] | None = None  # its pairs still without an earlier night
+    for night in newest_first:
+        read.append(night)
+        if waiting is None:
+            if night.content.get("run_id") == run_id:
+                waiting = night.pairs
+        else:
+            waiting = [p for p in waiting if not any(_same(e, p) for e in night.pairs)]
+        if waiting == []:
+            break
+    if waiting is None:
+        raise ValueError(f"no night of run {run_id} in the series")
+    read.reverse()
+    index = next(i for i, n in reversed(list(enumerate(read))) if n.content["run_id"] == run_id)
+    return findings_of(read, index, threshold)
 
 
 def history_table(nights: list[Night]) -> pl.DataFrame:

@@ -11,9 +11,9 @@ from typing import Any
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from ..results.history import latest_snapshots, pair_entry, read_nights, write_night
+from ..results.history import latest_snapshots, newest_nights, pair_entry, write_night
 from ..results.history_compare import with_comparisons
-from ..results.history_scores import Finding, findings_of, pair_scores
+from ..results.history_scores import Finding, night_findings, pair_scores
 from ..suites.base import Suite
 from .snapshot import PROBE_MAX_TOKENS, PROBE_PROMPT_TOKENS, Change, Probe, changes, probe_all
 from .snapshot import refreshed, roles_to_probe
@@ -28,7 +28,8 @@ async def check_snapshots(config: SweepConfig, runs: list[RunSettings], store: A
     """Probe every model an earlier night of the series recorded (whose cached results this
     night may reuse; a model new to the series has nothing to compare with), compare, and (with
     `refresh_on_change`) ask the changed ones again."""
-    latest = latest_snapshots(read_nights(store, series=config.name, suite=config.suite))
+    latest = latest_snapshots(newest_nights(store, series=config.name, suite=config.suite),
+                              roles_to_probe(runs))
     probes = await probe_all(runs, set(latest))
     found = changes(probes, latest, today.strftime("%Y-%m-%d %H:%M"))
     if found and config.refresh_on_change:
@@ -41,8 +42,10 @@ def planned_probe_line(config: SweepConfig, runs: list[RunSettings],
     """The plan's line for the snapshot check: how many fresh calls, and their cost."""
     from ..providers.llm import estimated_cost
 
-    latest = latest_snapshots(read_nights(store, series=config.name, suite=config.suite))
-    probed = [key for key in roles_to_probe(runs) if key in latest]
+    wanted = roles_to_probe(runs)
+    latest = latest_snapshots(newest_nights(store, series=config.name, suite=config.suite),
+                              wanted)
+    probed = [key for key in wanted if key in latest]
     if not probed:
         return None
     costs = [estimated_cost(model, PROBE_PROMPT_TOKENS, PROBE_MAX_TOKENS) for _, model in probed]
@@ -107,10 +110,8 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
         links["viewer"] = viewer.resolve().as_uri() if viewer.exists() else None
     write_night(store, series, suite.name, night, run_id, pairs, links,
                 {"regression_threshold": threshold, "changes": [c.line() for c in found]})
-    nights = read_nights(store, series=series, suite=suite.name)
-    index = next(i for i, n in reversed(list(enumerate(nights))) if n.content["run_id"] ==
-                 run_id)
-    findings = findings_of(nights, index, threshold)
+    findings = night_findings(newest_nights(store, series=series, suite=suite.name), run_id,
+                              threshold)
     return pairs, with_comparisons(store, out, findings) if out is not None else findings
 
 
