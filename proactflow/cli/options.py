@@ -1,4 +1,6 @@
-"""Options shared by the commands: value checks, role and store options, run settings."""
+"""Options shared by the commands: role, store, database, selection and batch options, the
+one-line usage errors, and the run settings read back from them (their values' checks are
+option_types.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from .interrupts import EXIT_DATABASE_LOST as EXIT_DATABASE_LOST
 from .interrupts import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from .interrupts import EXIT_LOW_COVERAGE as EXIT_LOW_COVERAGE
 from .interrupts import EXIT_USER_ERROR as EXIT_USER_ERROR
+from .option_types import (batch_mode, non_negative_float, optional_float, optional_str,
+                           positive_float, positive_int, store_location)
 from .suite_options import parts_from_args, suite_options_from_args
 
 
@@ -34,94 +38,6 @@ Keys come from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, ... or the va
 --eval-api-key-env / --judge-api-key-env); they are never stored or logged. Every finished call
 is cached in the store: re-running a command repeats no finished call.
 """
-
-
-def optional_float(text: str) -> float | None:
-    if text.lower() in ("none", "null", "off"):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") from None
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {text!r}")
-    return value
-
-
-def fraction(text: str) -> float:
-    try:
-        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.95 or 95%, "
-                                         f"got {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {text!r}")
-    return value
-
-
-def optional_str(text: str) -> str | None:
-    return None if text.lower() in ("none", "null", "off") else text
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
-
-
-def phases_list(text: str) -> tuple[str, ...]:
-    phases = tuple(p.strip().upper() for p in text.split(",") if p.strip())
-    unknown = [p for p in phases if p not in ("EMERGENT", "CRITICAL", "RECOVERY")]
-    if unknown or not phases:
-        raise argparse.ArgumentTypeError(
-            f"phases are EMERGENT, CRITICAL, RECOVERY (comma-separated); got {text!r}")
-    return phases
-
-
-def age(text: str):
-    from ..results.store_gc import parse_age
-
-    try:
-        return parse_age(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def judge_list(text: str) -> list[str]:
-    judges = [j.strip() for j in text.split(",") if j.strip()]
-    if len(judges) < 2 or len(set(judges)) != len(judges):
-        raise argparse.ArgumentTypeError(f"expected two or more distinct judges, got {text!r}")
-    return judges
-
-
-def store_location(text: str) -> str:
-    from ..config.settings import check_store
-
-    try:
-        return check_store(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_store_option(parser) -> None:
@@ -234,16 +150,6 @@ def add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
                            help="the same, read from FILE")
 
 
-def prompt_file(value: str) -> tuple[str, str]:
-    """NAME=FILE of --prompt."""
-    name, sep, path = value.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {value!r}")
-    if not Path(path).expanduser().is_file():
-        raise argparse.ArgumentTypeError(f"prompt file not found: {path}")
-    return name, path
-
-
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line: the usage text of a long command would bury the mistake."""
 
@@ -282,12 +188,6 @@ def role_from_args(args: argparse.Namespace, prefix: str, suite: str = DEFAULT_S
                      api_key_env=getattr(args, f"{prefix}_api_key_env"), generation=generation,
                      deviations=deviations, revision=getattr(args, f"{prefix}_revision", None),
                      vision=getattr(args, f"{prefix}_vision", None))
-
-
-def batch_mode(text: str) -> str:
-    if text not in ("on", "auto"):
-        raise argparse.ArgumentTypeError(f"--batch takes nothing or 'auto', not {text!r}")
-    return text
 
 
 def add_batch_options(parser: Any) -> None:

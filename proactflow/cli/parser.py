@@ -1,19 +1,18 @@
-"""The command line: every command, option and help text in one place."""
+"""The command line: the top parser, the commands that import, report, view and tend a
+store, and the sweep commands; the evaluation commands (run, rejudge, status, calibrate) are
+evaluation_commands.py's."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
-from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
-from .options import (EPILOG, Parser, add_batch_options, add_database_option,
-                      add_role_options, add_selection_options, add_store_option, age, fraction,
-                      judge_list, non_negative_float, phases_list, positive_float, positive_int,
-                      prompt_file)
 from .batch_commands import add_batches_command
+from .evaluation_commands import add_evaluation_commands
 from .history_command import add_history_command
-from .rejudging import rejudge_command
-from .running import run_command
+from .option_types import age, positive_int
+from .options import (EPILOG, Parser, add_batch_options, add_database_option,
+                      add_selection_options, add_store_option)
 from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
                              runs_rm_command, runs_show_command, view_command)
 from .sweeping import serve_command, sweep_command
@@ -36,180 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "with PREFECT_API_URL set, a run is a Prefect flow on that server.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    specs = {
-        "run": "generate responses, judge them and score each group (ProactBench: phase; "
-               "Proactive Agent: split; multimodal: dataset; video: part)",
-        "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
-        "status": "show what the store holds for these settings: calls cached, failed and "
-                  "still to make, and each stage's artifact; makes no call",
-        "calibrate": "score a candidate judge against ProactiveBench's human-labelled reward "
-                     "test set (the authors' reward-model table: agreement per category, "
-                     "accuracy, precision, recall, F1), cached like a run",
-    }
-    for name, summary in specs.items():
-        sub = commands.add_parser(name, help=summary, description=summary + ".",
-                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                  epilog=EPILOG)
-        if name == "calibrate":
-            # The "model under test" is the labelled test set: its proposals are the data.
-            sub.set_defaults(suite=CALIBRATION, eval_model=LABELLED, eval_api_base=None,
-                             eval_api_key_env=None)
-        else:
-            sub.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME",
-                             help="the benchmark: proactbench (default; ProactBench, Boson AI), "
-                                  "proactiveagent (Proactive Agent's ProactiveBench, THUNLP), "
-                                  "proactivebench-mllm (the multimodal ProactiveBench) or "
-                                  "proactivebench-video (the video ProactiveBench, PAUC)")
-            add_role_options(sub, "eval", "model under test", required=name != "rejudge",
-                             default_model=None)
-        add_role_options(sub, "judge", "judge", required=False,
-                         default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent needs one")
-        judge = sub.add_argument_group("judge prompt")
-        judge.add_argument("--judge-prompt", metavar="FILE",
-                           help="judge system prompt file (default: the upstream prompt, "
-                                "downloaded once at its pinned commit and cached in the store)")
-        judge.add_argument("--prompt", type=prompt_file, action="append", metavar="NAME=FILE",
-                           help="another of the suite's prompts from a file of yours "
-                                "(proactiveagent: agent_instruction, judge_instruction; the "
-                                "system prompts have --eval-system-prompt-file and "
-                                "--judge-prompt); repeatable")
-        judge.add_argument("--judge-attempts", type=positive_int, metavar="N",
-                           help="judge calls per response while its reply is not a valid "
-                                "verdict (malformed JSON, unknown score), before it becomes a "
-                                "judge_error row (default: 4; proactiveagent: 10, upstream's)")
-        judge.add_argument("--judge-response-format",
-                           choices=("json_schema", "json_object", "none"),
-                           help="structured output requested from the judge (default: "
-                                "json_schema; use json_object or none for servers without it; "
-                                "not for proactiveagent, whose judge is asked as upstream asks)")
-        corpus = sub.add_argument_group("corpus")
-        corpus.add_argument("--corpus", metavar="PATH",
-                            help="proactbench: a local final_dialogues.jsonl (default: "
-                                 "bosonai/proactbench from the Hugging Face hub); "
-                                 "proactiveagent: a folder holding splits.json and the trace "
-                                 "files (default: the pinned upstream commit); "
-                                 "proactivebench-video (required): a folder holding "
-                                 "<PART>/anno.json and the videos"
-                            if name != "calibrate" else
-                            "a reward test file in the benchmark's JSON-lines shape (default: "
-                            "dataset/reward_data/test_data.jsonl at the pinned upstream commit)")
-        corpus.add_argument("--revision", metavar="REV",
-                            help="hub revision (commit sha, tag, branch) to pin; the commit "
-                                 "actually used is recorded either way")
-        corpus.add_argument("--limit", type=positive_int, metavar="N",
-                            help="evaluate only the first N dialogues (proactiveagent: traces, "
-                                 "in name order; proactivebench-mllm: samples of each dataset; "
-                                 "proactivebench-video: samples of each part)")
-        corpus.add_argument("--samples", type=positive_int, default=1, metavar="K",
-                            help="draw K responses per trigger and judge each (default: 1); "
-                                 "with K > 1, --out adds trigger_scores.csv with each trigger's "
-                                 "mean score and its variance across samples")
-        corpus.add_argument("--phases", type=phases_list, metavar="LIST",
-                            default=("EMERGENT", "CRITICAL", "RECOVERY"),
-                            help="comma-separated phases to evaluate (default: all three)")
-        corpus.add_argument("--parts", metavar="LIST",
-                            help="proactivebench-video: comma-separated parts to evaluate "
-                                 "(WEB,EGO,TV,VAD; default: all four)")
-        corpus.add_argument("--skip-undecodable-videos", dest="skip_undecodable",
-                            action="store_true",
-                            help="proactivebench-video: run the rest when a video cannot be "
-                                 "decoded (its turns are error rows, counted apart as "
-                                 "'undecodable video'); without it such a video is a one-line "
-                                 "error naming the file, before any call")
-        mllm = sub.add_argument_group("multimodal ProactiveBench (--suite proactivebench-mllm)")
-        mllm.add_argument("--datasets", metavar="LIST",
-                          help="comma-separated datasets by short or full name: ROD, VSOD, "
-                               "MVP-N, IN-C, QD, CIT, COCO (default: all seven)")
-        mllm.add_argument("--mode", choices=("mcqa", "oeg"),
-                          help="mcqa (default): multiple choice, step by step; oeg: the first "
-                               "view answered freely, scored by --judge-model")
-        mllm.add_argument("--hint", action="store_true",
-                          help="append each dataset's hint to the question")
-        mllm.add_argument("--reference", action="store_true",
-                          help="the unoccluded reference image, categories only, one step")
-        mllm.add_argument("--package", metavar="FILE",
-                          help="a copy of the proactivebench 0.1.1 wheel (offline; default: "
-                               "fetched once with pip and cached in the store)")
-        where = sub.add_argument_group("store and outputs")
-        add_store_option(where)
-        add_database_option(where)
-        where.add_argument("--out", metavar="DIR",
-                           help="also write the suite's exports here: ProactBench "
-                                "phase_scores.csv/.parquet, results.jsonl and metrics.json "
-                                "(upstream's shapes); proactiveagent metrics.csv, metrics.json, "
-                                "split_scores.csv, events.csv; proactivebench-mllm metrics.csv "
-                                "(a row per dataset and all), metrics.json, samples.csv, "
-                                "steps.csv; proactivebench-video metrics.csv (a row per part "
-                                "and all), metrics.json, turns.csv, samples.csv, steps.csv")
-        run = sub.add_argument_group("execution")
-        run.add_argument("--concurrency", type=positive_int, default=16, metavar="N",
-                         help="calls in flight per role's model, together with every other "
-                              "run calling that model on this store's host or database "
-                              "(default: 16)")
-        run.add_argument("--timeout", type=positive_float, metavar="SECONDS",
-                         help="per-call timeout; a call that times out is not retried, the "
-                              "provider may have billed it (default: 60 s + 40 ms per max "
-                              "token: 388 s at 8192)")
-        run.add_argument("--max-attempts", type=positive_int, default=6, metavar="N",
-                         help="tries per call on 429/5xx/timeouts, with exponential backoff "
-                              "(default: 6)")
-        if name != "calibrate":
-            run.add_argument("--eval-attempts", type=positive_int, default=5, metavar="N",
-                               help="calls of the model under test per sample while its reply "
-                                    "is not the protocol's format (proactiveagent: not its "
-                                    "JSON, or cut off at the token limit), before the sample "
-                                    "is recorded as failed (default: 5, upstream's)")
-        run.add_argument("--retry-delay", type=non_negative_float, default=1.0,
-                         metavar="SECONDS",
-                         help="first backoff delay, doubled on each retry up to 60 s, with "
-                              "jitter; a Retry-After header wins when longer (default: 1)")
-        run.add_argument("--down-after", type=positive_float, default=60.0, metavar="SECONDS",
-                         help="declare the endpoint down and stop after this long without a "
-                              "successful call while calls keep failing; 429s (rate limiting) "
-                              "never count (default: 60)")
-        run.add_argument("--refresh", choices=("responses", "judgments", "all"),
-                         help="ask again instead of reusing cached answers of that stage (a "
-                              "model or judge that changed behind the same name)")
-        run.add_argument("--min-coverage", type=fraction, metavar="FRACTION",
-                         help="exit with status 1 when fewer than this share of the triggers "
-                              "is scored (e.g. 0.95); default: when any trigger was lost to a "
-                              "failed call")
-        run.add_argument("--rpm", type=positive_float, metavar="N",
-                         help="at most N requests per minute per role, shared by every run "
-                              "using the same store (default: no limit)")
-        run.add_argument("--tpm", type=positive_float, metavar="N",
-                         help="at most N tokens (prompt + completion) per minute per role, "
-                              "shared likewise; paced on estimates, corrected by actual usage")
-        if name != "calibrate":
-            add_batch_options(run)
-        run.add_argument("--dry-run", action="store_true",
-                         help="validate, check access and print the plan; make no call")
-        if name != "status":
-            run.add_argument("--temporary-prefect-server", action="store_true",
-                             help="report the run to a Prefect server of this command's own, "
-                                  "started for it and stopped after it (its UI off; its runs "
-                                  "kept in PREFECT_HOME's database, which 'prefect server "
-                                  "start' shows later). Without it and without PREFECT_API_URL "
-                                  "the run reports to no Prefect server: the stages' progress "
-                                  "goes to standard error, their tables and the run record to "
-                                  "the store")
-        if name == "run":
-            run.add_argument("--label", metavar="NAME",
-                             help="also record the run as a night of the series NAME, beside "
-                                  "the sweeps' ('proactflow history --series NAME')")
-        if name == "rejudge":
-            judge.add_argument("--all-models", action="store_true",
-                               help="instead of --eval-model: re-judge the stored responses of "
-                                    "every complete evaluation in the store (runs and imports "
-                                    "alike; narrowed by --limit/--phases and the options "
-                                    "below), after printing the plan; --dry-run stops there")
-            add_selection_options(sub)
-            judge.add_argument("--judges", type=judge_list, metavar="A,B,...",
-                               help="re-judge with each of these judges in turn (same "
-                                    "--judge-* options for all), then report their agreement: "
-                                    "percent agreement, Cohen's kappa, quadratic-weighted kappa, "
-                                    "confusion matrices and the disagreeing triggers")
-        sub.set_defaults(handler=rejudge_command if name == "rejudge" else run_command)
+    add_evaluation_commands(commands)
 
     imports = commands.add_parser(
         "import", help="store published per-dialogue results files as responses + judgments",
