@@ -40,12 +40,12 @@ UPWARD_KNOWN = {
         "a run's --out report names its evaluation",
     ("proactflow.suites.proactbench.suite", "proactflow.results.report"):
         "a run writes the report page of its own evaluation to --out",
-    ("proactflow.suites.proactiveagent.suite", "proactflow.results.report"):
-        "a run writes the report page of its own evaluation to --out",
-    ("proactflow.suites.proactivebench_mllm.suite", "proactflow.results.report"):
-        "a run writes the report page of its own evaluation to --out",
-    ("proactflow.suites.proactivebench_video.suite", "proactflow.results.report"):
-        "a run writes the report page of its own evaluation to --out",
+    ("proactflow.suites.proactiveagent.presentation", "proactflow.results.report"):
+        "a sweep writes the report page of its evaluations to its --out",
+    ("proactflow.suites.proactivebench_mllm.presentation", "proactflow.results.report"):
+        "a sweep writes the report page of its evaluations to its --out",
+    ("proactflow.suites.proactivebench_video.presentation", "proactflow.results.report"):
+        "a sweep writes the report page of its evaluations to its --out",
 }
 """Imports that point up today, each put off until a function runs; they are to go (the report
 page a run writes could be handed to the suite by the flow), and none may be added."""

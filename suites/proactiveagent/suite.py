@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import json5
 import polars as pl
@@ -24,11 +24,11 @@ from ...providers.llm import INVALID_MODEL_REPLY
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..sources import Prompt
-from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
-from ..declarations import SampleView, ViewSpec
-from . import history, protocol, upstream
+from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
+from . import protocol, upstream
 from .data import TraceEvent, read_local_corpus
 from .outputs import write_outputs
+from .presentation import ProactiveAgentPresentation
 from .rules import (AGENT_INSTRUCTION, AGENT_SYSTEM, JUDGE_INSTRUCTION, JUDGE_SYSTEM,
                     PROMPT_FLAGS_ORDER, judge_retry, judged_proposal, missing_prompts_hint,
                     proposal_text)
@@ -47,7 +47,7 @@ def _prompt(text: upstream.PromptText) -> Prompt:
     return Prompt(text.text, text.sha256, text.source)
 
 
-class ProactiveAgent(Suite):
+class ProactiveAgent(ProactiveAgentPresentation, Suite):
     name = "proactiveagent"
     display_name = "ProactiveBench"
     title = ("Proactive Agent's ProactiveBench (THUNLP, 2024): event traces answered in order, "
@@ -109,16 +109,6 @@ class ProactiveAgent(Suite):
         if not rows:
             raise UserError(f"no events to evaluate in {source.description}")
         return to_frame(rows, EventRow)
-
-    def view_spec(self) -> ViewSpec:
-        from .views import SPEC
-
-        return SPEC
-
-    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
-        from .views import trace_views
-
-        return trace_views(self, store, judgments_key)
 
     def check_settings(self, settings: RunSettings) -> None:
         if settings.judge is None:
@@ -294,14 +284,6 @@ class ProactiveAgent(Suite):
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return score_splits(judgments)
 
-    history_metric = history.METRIC
-
-    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments)
-
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
-
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments["status"]
         return int((status == "scored").sum()), judgments.height, {
@@ -309,43 +291,6 @@ class ProactiveAgent(Suite):
                 ("generation", "generation_error"), ("invalid reply", "invalid_reply"),
                 ("judge", "judge_error"), ("not imported", "not_imported"),
                 ("refused", "refused"))}
-
-    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        def rate(name: str) -> Callable[[dict[str, Any]], str]:
-            # Nothing scored: no rate, not 0.0 (ProactBench prints "-" likewise).
-            return lambda row: percent(row[name]) if row["scored"] else "-"
-
-        return [("split", lambda row: row["split"]), ("events", lambda r: str(r["events"])),
-                ("scored", lambda r: str(r["scored"])), ("recall %", rate("recall")),
-                ("precision %", rate("precision")), ("accuracy %", rate("accuracy")),
-                ("false alarm %", rate("false_alarm")), ("F1 %", rate("f1")),
-                ("F1 95 % CI", lambda r: f"{percent(r['f1_ci_low'])}-{percent(r['f1_ci_high'])}"
-                 if r["scored"] else "-"), ("refused", lambda r: str(r.get("refused", 0)))]
-
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ...results.report import write_suite_page
-        from .report import leaderboard, section
-
-        if out is None:
-            return leaderboard(store, judgments_keys)
-        out.mkdir(parents=True, exist_ok=True)
-        found = section(store, out, keys=judgments_keys, include_incomplete=True)
-        assert found is not None, "a sweep that finished has evaluations"
-        found[1].write_csv(out / "leaderboard.csv")
-        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
-
-    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-        """One row per evaluation, on its largest split (upstream's real_average holds every
-        trace)."""
-        widest = board.sort("events", descending=True).unique("evaluation", keep="first")
-        rows = [[row["model"], row["judge"], row["split"], percent(row["f1"]),
-                 f"{percent(row['f1_ci_low'])}–{percent(row['f1_ci_high'])}",
-                 str(row.get("rank") or "-"), percent(row["precision"]), percent(row["recall"]), str(row["scored"]),
-                 str(row["events"])]
-                for row in widest.sort("f1", descending=True).iter_rows(named=True)]
-        return ["model", "judge", "split", "F1", "95 % CI", "rank", "precision", "recall",
-                "scored", "events"], rows
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

@@ -1,11 +1,14 @@
 """The benchmark's seven datasets: the short names of its test scripts and the full names of its
-files (`<full name>_preprocessed.jsonl`)."""
+files (`<full name>_preprocessed.jsonl`); and the two choices a run's options make among them:
+which datasets (`--datasets`), which mode (`--mode`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...common.errors import UserError
+from ...config.settings import RunSettings
+from .tables import Mode
 
 
 @dataclass(frozen=True)
@@ -58,3 +61,7 @@ def parse_datasets(value: str | None) -> tuple[Dataset, ...]:
                         f"valid: {valid_names()}")
     chosen = {dataset(n) for n in names}
     return tuple(d for d in DATASETS if d in chosen)
+
+
+def mode_of(settings: RunSettings) -> Mode:
+    return "oeg" if settings.suite_options.get("mode") == "oeg" else "mcqa"

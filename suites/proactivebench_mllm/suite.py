@@ -12,37 +12,33 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore, write_atomic
+from ...cache.artifacts import ArtifactStore
 from ...providers.chat import ChatOutcome, ChatRequest, RetryPlan
 from ...common.errors import UserError
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
-from ..declarations import SampleView, ViewSpec
-from . import history, oeg, upstream
+from . import oeg, upstream
 from .corpus import check_every_image, check_first_images, read_corpus
-from .datasets import DATASETS, Dataset, parse_datasets
+from .datasets import DATASETS, Dataset, mode_of, parse_datasets
 from .episode import replayed, sample_json, sample_of, shown, step_record
 from .outcomes import judgment_row, scores
-from .outputs import headline_rows, write_outputs
+from .outputs import write_outputs
+from .presentation import ProactiveBenchMllmPresentation
 from .source import folder_revision, hub_corpus
-from .tables import DatasetScoreRow, EntryRow, Mode, OutcomeRow, StepRow
+from .tables import DatasetScoreRow, EntryRow, OutcomeRow, StepRow
 from .views import note_corpus_folder
 
 JUDGE_SYSTEM, JUDGE_USER = "oeg_judge_system", "oeg_judge_user"
 CALL_FAILURES = ("error", "empty", "truncated", "blocked")
 
 
-def mode_of(settings: RunSettings) -> Mode:
-    return "oeg" if settings.suite_options.get("mode") == "oeg" else "mcqa"
-
-
-class ProactiveBenchMllm(Suite):
+class ProactiveBenchMllm(ProactiveBenchMllmPresentation, Suite):
     name = "proactivebench-mllm"
     display_name = "ProactiveBench (multimodal)"
     title = ("The multimodal ProactiveBench (proactivebench 0.1.1): seven repurposed image "
@@ -91,28 +87,6 @@ class ProactiveBenchMllm(Suite):
                                 f"{upstream.WHEEL_NAME})") from None
             self._upstream[(store.url, wheel)] = found
         return found
-
-    def variant_name(self, judgments: pl.DataFrame) -> str:
-        if judgments.is_empty():
-            return ""
-        first = judgments.row(0, named=True)
-        return " ".join([first["mode"], *(["hint"] if first["hint"] else []),
-                         *(["reference"] if first["reference"] else [])])
-
-    def settings_variant(self, settings: RunSettings) -> str:
-        options = settings.suite_options
-        return " ".join([mode_of(settings), *(["hint"] if options.get("hint") else []),
-                         *(["reference"] if options.get("reference") else [])])
-
-    def view_spec(self) -> ViewSpec:
-        from .views import SPEC
-
-        return SPEC
-
-    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
-        from .views import episode_views
-
-        return episode_views(self, store, judgments_key)
 
     def check_settings(self, settings: RunSettings) -> None:
         self._datasets(settings)
@@ -287,49 +261,12 @@ class ProactiveBenchMllm(Suite):
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return scores(judgments)
 
-    history_metric = history.METRIC
-
-    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments)
-
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
-
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         final = judgments.filter(pl.col("final"))["status"]
         return int(final.is_in(["scored", "image_error"]).sum()), final.len(), {
             kind: int((final == status).sum()) for kind, status in (
                 ("generation", "generation_error"), ("judge", "judge_error"),
                 ("environment crash", "environment_crash"), ("refused", "refused"))}
-
-    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        def number(name: str) -> Callable[[dict[str, Any]], str]:
-            return lambda row: "-" if row[name] is None else f"{row[name]:.1f}"
-
-        return [("dataset", lambda r: r["dataset"]), ("samples", lambda r: str(r["samples"])),
-                ("scored", lambda r: str(r["scored"])), ("acc", number("acc")),
-                ("ps", number("ps")), ("cp", number("cp")), ("agg", number("agg")),
-                ("errors", lambda r: str(r["generation_errors"] + r["judge_errors"]))]
-
-    def console_columns_for(self, settings: RunSettings
-                            ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        unfilled = {"cp", "agg"} if mode_of(settings) == "mcqa" else {"acc"}
-        return [column for column in self.console_columns() if column[0] not in unfilled]
-
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ...results.report import write_suite_page
-        from .report import leaderboard, section
-
-        if out is None:
-            return leaderboard(store, judgments_keys)
-        found = section(store, out, keys=judgments_keys, include_incomplete=True)
-        assert found is not None, "a sweep that finished has evaluations"
-        write_atomic(out / "leaderboard.csv", found[1].write_csv().encode())
-        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
-
-    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-        return headline_rows(board)
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

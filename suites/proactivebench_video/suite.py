@@ -18,7 +18,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import polars as pl
 from pydantic import BaseModel
@@ -29,33 +29,24 @@ from ...common.errors import UserError
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
-from ..declarations import SampleView, ViewSpec
-from . import history, judging
+from . import judging
 from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
 from .episode import FrameSets, sample_of, step_request, step_row
 from .frames import VideoDecodeError, decoder_versions
 from .hashes import VideoHashes
-from .pauc import omega_column, parse_judge_score
+from .pauc import parse_judge_score
+from .presentation import ProactiveBenchVideoPresentation
 from .prompts import (DEFAULT_JUDGE_PROMPT, DEFAULT_SYSTEM_PROMPT, JUDGE, SYSTEM, FrameContext,
                       VideoPrompts, read_prompt, text_prompt)
 from .protocol import (StreamingSettings, episode_plan, reply_time, settings_record,
                        step_count)
-from .scoring import ALL_PARTS, score_parts, write_outputs
+from .scoring import score_parts, write_outputs
 from .tables import PartScoreRow, StepRow, TurnRow, VideoSampleRow
 
 SUITE_NAME = "proactivebench-video"
 
 
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
-def _interval(row: dict[str, Any], column: str) -> str:
-    low, high = row[f"{column}_ci_low"], row[f"{column}_ci_high"]
-    return "-" if low is None else f"{_cell(low)}-{_cell(high)}"
-
-
-class ProactiveBenchVideo(Suite):
+class ProactiveBenchVideo(ProactiveBenchVideoPresentation, Suite):
     name = SUITE_NAME
     display_name = "ProactiveBench (video)"
     title = ("The video ProactiveBench (ProactiveVideoQA, 2025): a video LLM watches a video "
@@ -85,20 +76,6 @@ class ProactiveBenchVideo(Suite):
         self._frame_contexts: dict[str, FrameContext] = {}
 
     # The data.
-
-    def settings_variant(self, settings: RunSettings) -> str:
-        parts = settings.corpus.parts
-        return f"parts {','.join(parts)}" if parts else ""
-
-    def view_spec(self) -> ViewSpec:
-        from .views import SPEC
-
-        return SPEC
-
-    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
-        from .views import video_views
-
-        return video_views(self, store, judgments_key)
 
     def check_settings(self, settings: RunSettings) -> None:
         require_corpus(settings.corpus.path)
@@ -276,57 +253,12 @@ class ProactiveBenchVideo(Suite):
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return score_parts(judgments)
 
-    history_metric = history.METRIC
-
-    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments)
-
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
-
     def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
         status = judgments["status"]
         return int((status == "scored").sum()), judgments.height, {
             kind: int((status == name).sum()) for kind, name in (
                 ("generation", "generation_error"), ("judge", "judge_error"),
                 ("undecodable video", "error"))}
-
-    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        def pauc(omega: float) -> Callable[[dict[str, Any]], str]:
-            return lambda row: _cell(row[omega_column(omega)])
-
-        half = omega_column(0.5)
-        return [("part", lambda row: row["part"]), ("turns", lambda row: str(row["turns"])),
-                ("PAUC w=0", pauc(0.0)), ("PAUC w=0.5", pauc(0.5)), ("PAUC w=1", pauc(1.0)),
-                ("w=0.5 95 % CI", lambda row: _interval(row, half)),
-                ("final score", lambda row: _cell(row["final_score_mean"])),
-                ("lost", lambda row: str(row["judge_errors"] + row["generation_errors"]
-                                         + row["errors"]))]
-
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ...results.report import write_suite_page
-        from .report import leaderboard, section
-
-        if out is None:
-            return leaderboard(store, judgments_keys, include_incomplete=True, seed=seed)
-        out.mkdir(parents=True, exist_ok=True)
-        found = section(store, out, keys=judgments_keys, include_incomplete=True)
-        assert found is not None, "a sweep that finished has evaluations"
-        found[1].write_csv(out / "leaderboard.csv")
-        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
-
-    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-        """One row per (model, judge): PAUC over all parts, best first."""
-        rows = board.filter(pl.col("part") == ALL_PARTS).sort(omega_column(0.5),
-                                                              descending=True, nulls_last=True)
-        half = omega_column(0.5)
-        return (["model", "judge", "turns", "PAUC w=0", "PAUC w=0.5", "95 % CI", "rank",
-                 "PAUC w=1"],
-                [[row["model"], row["judge"], str(row["turns"]), _cell(row["pauc_0"]),
-                  _cell(row[half]), _interval(row, half), str(row.get("rank") or "-"),
-                  _cell(row["pauc_1"])]
-                 for row in rows.iter_rows(named=True)])
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

@@ -1,0 +1,79 @@
+"""What Proactive Agent's ProactiveBench shows beyond running a trace: the console's F1 table,
+a sweep's leaderboard and headline, the history of nights' verdicts and the viewer's trace pages.
+
+Apart from suite.py, which wires the Task (data, the model's chat, the judge, scoring), as
+suites/presentation.py is apart from suites/base.py; ProactiveAgent inherits this mixin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterator
+
+import polars as pl
+
+from ...cache.artifacts import ArtifactStore
+from ..declarations import SampleView, ViewSpec
+from ..presentation import SuitePresentation, percent
+from . import history
+
+
+class ProactiveAgentPresentation(SuitePresentation):
+    """ProactiveAgent's reporting and viewing; the class attributes below are the suite's."""
+
+    display_name: ClassVar[str]
+
+    def view_spec(self) -> ViewSpec:
+        from .views import SPEC
+
+        return SPEC
+
+    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
+        from .views import trace_views
+
+        return trace_views(self, store, judgments_key)
+
+    history_metric = history.METRIC
+
+    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        return history.history_samples(judgments)
+
+    def history_view_sample(self, sample: str) -> str:
+        return history.view_sample(sample)
+
+    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        def rate(name: str) -> Callable[[dict[str, Any]], str]:
+            # Nothing scored: no rate, not 0.0 (ProactBench prints "-" likewise).
+            return lambda row: percent(row[name]) if row["scored"] else "-"
+
+        return [("split", lambda row: row["split"]), ("events", lambda r: str(r["events"])),
+                ("scored", lambda r: str(r["scored"])), ("recall %", rate("recall")),
+                ("precision %", rate("precision")), ("accuracy %", rate("accuracy")),
+                ("false alarm %", rate("false_alarm")), ("F1 %", rate("f1")),
+                ("F1 95 % CI", lambda r: f"{percent(r['f1_ci_low'])}-{percent(r['f1_ci_high'])}"
+                 if r["scored"] else "-"), ("refused", lambda r: str(r.get("refused", 0)))]
+
+    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
+                     *, seed: int = 0) -> pl.DataFrame:
+        from ...results.report import write_suite_page
+        from .report import leaderboard, section
+
+        if out is None:
+            return leaderboard(store, judgments_keys)
+        out.mkdir(parents=True, exist_ok=True)
+        found = section(store, out, keys=judgments_keys, include_incomplete=True)
+        assert found is not None, "a sweep that finished has evaluations"
+        found[1].write_csv(out / "leaderboard.csv")
+        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
+
+    def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+        """One row per evaluation, on its largest split (upstream's real_average holds every
+        trace)."""
+        widest = board.sort("events", descending=True).unique("evaluation", keep="first")
+        rows = [[row["model"], row["judge"], row["split"], percent(row["f1"]),
+                 f"{percent(row['f1_ci_low'])}–{percent(row['f1_ci_high'])}",
+                 str(row.get("rank") or "-"), percent(row["precision"]), percent(row["recall"]),
+                 str(row["scored"]), str(row["events"])]
+                for row in widest.sort("f1", descending=True).iter_rows(named=True)]
+        return ["model", "judge", "split", "F1", "95 % CI", "rank", "precision", "recall",
+                "scored", "events"], rows
