@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 from ..common.redaction import redact_url
 from ..config.effective import safety_settings_off
-from ..config.settings import DEFAULT_SUITE, BatchMode, ModelRole, Role, role_generation
+from ..config.generation import DEFAULT_SUITE, Role, role_generation
+from ..config.roles import BatchMode, ModelRole
 from ..limits.model_limits import MAX_CONCURRENCY, Limits
 
 
