@@ -24,10 +24,10 @@ from proactflow.cache.artifacts import Artifact
 from proactflow.config.settings import RunSettings
 from proactflow.run.pipeline import (StageReport, materialize_judgments, materialize_responses,
                                      materialize_samples, materialize_scores, open_call_cache,
-                                     open_store, responses_ready, stored_responses, suite_of,
-                                     with_endpoint_fingerprints)
+                                     open_store, responses_ready, stored_responses, suite_of)
 from proactflow.run.progress import Logger
 from proactflow.run.records import run_provenance, usage_and_cost, write_run_record
+from proactflow.run.stage_keys import with_endpoint_fingerprints
 from proactflow.stages.pools import run_together
 from proactflow.stages.streaming import RowStream
 from proactflow.suites.base import Prompts

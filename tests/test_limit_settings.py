@@ -13,7 +13,8 @@ from proactflow.common.errors import UserError
 from proactflow.config.settings import RunSettings, RuntimeOptions
 from proactflow.limits.model_limits import Limits
 from proactflow.providers.chat import ChatRequest
-from proactflow.run.pipeline import judgments_spec, responses_spec, samples_spec, suite_of
+from proactflow.run.pipeline import suite_of
+from proactflow.run.stage_keys import judgments_spec, responses_spec, samples_spec
 from proactflow.suites.base import DataSource, Prompts
 from proactflow.suites.sources import Prompt
 from proactflow.sweeps.sweep_file import load_sweep

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.run.pipeline import judgments_spec, responses_spec, samples_spec
+from proactflow.run.stage_keys import judgments_spec, responses_spec, samples_spec
 from proactflow.suites.sources import Prompt
 from proactflow.suites import get_suite
 from proactflow.suites.base import DataSource, Prompts

@@ -15,7 +15,7 @@ from proactflow.common.errors import UserError
 from proactflow.config.effective import safety_settings_off, wire_params
 from proactflow.config.settings import ModelRole, role_generation
 from proactflow.providers.llm import ChatRequest
-from proactflow.sweeps.sweep_file import SweepModel
+from proactflow.sweeps.sweep_entry import SweepModel
 from replay import synthetic_judge, synthetic_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -51,8 +51,8 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     Kept apart from the run so that the corpus and tables it loads are freed before the flow
     starts (the flow reloads what it needs from the store).
     """
-    from ..run.pipeline import (materialize_samples, open_store, stored_responses, suite_of,
-                                with_endpoint_fingerprints)
+    from ..run.pipeline import materialize_samples, open_store, stored_responses, suite_of
+    from ..run.stage_keys import with_endpoint_fingerprints
     from ..batches.listing import pending_lines
     from ..batches.roles import open_registry
     from ..run.preflight import check_access, lookup_calls, make_plan, stage_states

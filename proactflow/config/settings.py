@@ -1,5 +1,5 @@
-"""One settings model for a run: the model under test and the judge as named roles, the corpus,
-the judge prompt, the store, and runtime options.
+"""One settings model for a run: the model under test and the judge as named roles (each a
+ModelRole, roles.py), the corpus, the judge prompt, the store, and runtime options.
 
 What changes an output (model, endpoint, generation settings, prompt hashes, corpus revision)
 goes into artifact keys through the `*_key_material()` methods; what does not (API key variable,
@@ -14,18 +14,16 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, field_serializer, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..cache.keys import text_sha256
-from .effective import Deviation
-# The generation vocabulary is the settings', and callers import it from here too.
+# The generation vocabulary and the role are the settings', and callers (a suite published from
+# its own package among them) import them from here too.
 from .generation import (DEFAULT_SUITE, Generation, Role, is_reasoning_model,  # noqa: F401
                          protocol_defaults, role_generation)
-from .endpoints import effective_endpoint
+from .roles import ModelRole
 from ..limits.model_limits import MAX_CONCURRENCY, Limits
 from ..common.postgres import check_database_url, default_database
-from ..common.redaction import redact_url, unredacted, url_has_secrets
+from ..common.redaction import url_has_secrets
 
 DEFAULT_STORE_ENV = "PROACTFLOW_STORE"
 DEFAULT_STORE = ".proactflow"
@@ -38,79 +36,6 @@ RULES = "rules"
 """What scores a suite without a judge model (the multimodal MCQA: the package's rules): the
 one name the console, sweep folders, the report, leaderboards and `runs ls` give it, as its
 judgments' `judge` column does."""
-
-BatchMode = Literal["off", "on", "auto"]
-
-
-class ModelRole(BaseModel):
-    """A model in one role of the run."""
-
-    model_config = ConfigDict(frozen=True)
-
-    model: str = Field(description="Any litellm model string, e.g. gpt-4o-mini, openai/my-model.")
-    api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint URL.")
-    api_key_env: str | None = Field(
-        default=None, description="Name of the environment variable holding the API key "
-                                  "(default: the provider's usual variable).")
-    generation: Generation = Field(description="Sampling settings.")
-    revision: str | None = Field(
-        default=None, description="A label of your own for what serves this model (a checkpoint, "
-                                  "a deployment date): change it and every cached answer of "
-                                  "the role is asked again. Enters every key.")
-    deviations: tuple[Deviation, ...] = Field(
-        default=(), description="How the generation settings differ from the protocol's, and "
-                                "why (set by you, or what litellm's model map requires).")
-    endpoint_fingerprint: str | None = Field(
-        default=None, description="sha256 of the endpoint's /models entry for this model, taken "
-                                  "at the start of a run (OpenAI-compatible endpoints only): a "
-                                  "redeployed model gets new keys.")
-    limits: Limits = Field(
-        default_factory=Limits, description="This model's own limits (a sweep entry's "
-                                            "concurrency, rpm, tpm), shared by every run that "
-                                            "calls it; unset ones are the run's. In no key.")
-    vision: bool | None = Field(
-        default=None, description="Whether the model takes images, as you declare it "
-                                  "(--eval-vision, a sweep entry's vision = true); None: as "
-                                  "litellm's model map says. A suite that sends images refuses "
-                                  "a model that does not take them, or of which nothing says "
-                                  "so, before any call. In no key.")
-    batch: BatchMode = Field(
-        default="off", description="on: this role's calls go through its provider's batch API "
-                                   "(--batch, a sweep entry's batch = true); auto: the same, or "
-                                   "interactive calls when its provider has no batch API. The "
-                                   "same requests, the same cache: in no key.")
-
-    @field_serializer("api_base")
-    def _without_secrets(self, api_base: str | None) -> str | None:
-        """Credentials in an endpoint URL (userinfo, query) never reach a record, a log or
-        Prefect's parameters; the process that was given them still calls with them."""
-        return redact_url(api_base) if api_base else None
-
-    @field_validator("api_base")
-    @classmethod
-    def _full_url(cls, api_base: str | None) -> str | None:
-        """Back from Prefect's parameters in a process of the sweep: the full URL again."""
-        return unredacted(api_base) if api_base else None
-
-    @property
-    def endpoint(self) -> str | None:
-        """Where this role's calls go, canonical and without secrets (see endpoints.py)."""
-        return effective_endpoint(self.model, self.api_base)
-
-    def key_material(self) -> dict:
-        """What about this role changes its outputs: never the key variable."""
-        generation = self.generation.model_dump(exclude={"system_prompt", "gemini_safety_off"})
-        if self.generation.gemini_safety_off:  # only when set: other keys stay as they were
-            generation["gemini_safety_off"] = True
-        system_prompt = self.generation.system_prompt
-        generation["system_prompt_sha256"] = text_sha256(system_prompt) if system_prompt else None
-        material = {"model": self.model, "api_base": self.endpoint, "generation": generation}
-        # Added only when set, so keys of roles without them are unchanged.
-        if self.revision is not None:
-            material["revision"] = self.revision
-        if self.endpoint_fingerprint is not None:
-            material["endpoint_fingerprint"] = self.endpoint_fingerprint
-        return material
 
 
 class CorpusSource(BaseModel):

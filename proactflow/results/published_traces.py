@@ -26,7 +26,8 @@ from typing import Any
 from ..cache.artifacts import ArtifactStore
 from ..common.errors import UserError
 from ..config.generation import protocol_defaults
-from ..run.pipeline import materialize_samples, responses_spec, suite_of
+from ..run.pipeline import materialize_samples, suite_of
+from ..run.stage_keys import responses_spec
 from ..schemas.arrow import conform, to_frame
 from ..config.settings import CorpusSource, ModelRole, RunSettings
 from ..suites.sources import Prompt

@@ -1,6 +1,7 @@
-"""Stage materialisation, for every suite: compute an artifact's key, reuse it when stored and
-final, otherwise run the stage and store the output. The Prefect flows call these; so do
-`--dry-run` and `status`.
+"""Stage materialisation, for every suite: compute an artifact's key (stage_keys.py), reuse it
+when stored and final, otherwise run the stage, its calls through each role's client
+(role_clients.py), and store the output. The Prefect flows call these; so do `--dry-run` and
+`status`.
 
 An artifact holding failures (error rows) is stored but marked incomplete: the next run computes
 it again, and the per-call cache makes that cost only the calls that failed.
@@ -16,20 +17,15 @@ import polars as pl
 
 from ..cache.artifact import shared_samples
 from ..cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
-from ..batches.roles import BATCH_WORKERS, batched, open_registry, open_transport
 from ..cache.calls import CallStore, open_call_store
-from ..providers.chat import api_key_for
-from ..config.endpoints import endpoint_fingerprint
 from ..common.errors import UserError
-from ..limits.inflight import model_limit
-from ..limits.model_limits import target as limit_target
-from ..providers.llm import ChatClient
-from ..limits.ratelimit import AdaptiveLimit, open_pacer
 from ..schemas.arrow import conform
-from ..config.settings import ModelRole, RunSettings
+from ..config.settings import RunSettings
 from ..stages.judgments import judge_responses
 from ..stages.responses import generate_responses
 from .progress import Logger, Progress
+from .role_clients import role_client
+from .stage_keys import judgments_spec, responses_spec, samples_spec, scores_spec
 from ..stages.streaming import RowStream
 from ..suites import get_suite
 from ..suites.base import DataSource, Prompts, Suite
@@ -55,21 +51,6 @@ def suite_of(settings: RunSettings) -> Suite:
     return get_suite(settings.suite)
 
 
-def with_endpoint_fingerprints(settings: RunSettings, roles: tuple[str, ...] = (
-        "model_under_test", "judge")) -> RunSettings:
-    """Each role with its own endpoint, with the fingerprint of the model that endpoint serves
-    now (its /models entry), so a redeployed model gets new keys. Done at the start of every
-    run, whoever starts it; a role whose endpoint lists no such model keeps none."""
-    updates = {}
-    for name in roles:
-        role: ModelRole | None = getattr(settings, name)
-        if role is not None and role.api_base and role.endpoint_fingerprint is None:
-            fingerprint = endpoint_fingerprint(role.api_base, role.model, api_key_for(role))
-            if fingerprint is not None:
-                updates[name] = role.model_copy(update={"endpoint_fingerprint": fingerprint})
-    return settings.model_copy(update=updates) if updates else settings
-
-
 def open_store(settings: RunSettings) -> ArtifactStore:
     """The store as this run writes it: a --refresh writes new versions of the stage it asks
     again and of those computed from it, where any other writer keeps a complete output."""
@@ -85,36 +66,6 @@ def open_call_cache(store: ArtifactStore, database: str | None = None) -> CallSt
     """The per-call cache: in `database` (PostgreSQL, shared by every host) when given, else
     the store's own (`calls/`)."""
     return open_call_store(store.local_dir("calls"), database)
-
-
-# Artifact specs: the key of each stage is a hash of everything below and nothing else.
-
-def samples_spec(suite: Suite, settings: RunSettings, source: DataSource) -> ArtifactSpec:
-    stage = suite.stages.samples
-    return ArtifactSpec(stage, suite.stages.version(stage), {},
-                        suite.samples_key_settings(settings, source))
-
-
-def responses_spec(suite: Suite, settings: RunSettings, samples_key: str,
-                   prompts: Prompts) -> ArtifactSpec:
-    stage = suite.stages.responses
-    return ArtifactSpec(stage, suite.stages.version(stage), {suite.stages.samples: samples_key}, {
-        "model_under_test": settings.model_under_test.key_material(),
-        "samples": settings.samples, **suite.responses_key_settings(settings, prompts)})
-
-
-def judgments_spec(suite: Suite, settings: RunSettings, responses_key: str,
-                   prompts: Prompts) -> ArtifactSpec:
-    stage = suite.stages.judgments
-    judge = settings.judge.key_material() if settings.judge is not None else None
-    return ArtifactSpec(stage, suite.stages.version(stage), {suite.stages.responses: responses_key},
-                        {"judge": judge, **suite.judgments_key_settings(settings, prompts)})
-
-
-def scores_spec(suite: Suite, judgments_key: str) -> ArtifactSpec:
-    stage = suite.stages.scores
-    return ArtifactSpec(stage, suite.stages.version(stage), {suite.stages.judgments: judgments_key},
-                        {})
 
 
 def _report(spec: ArtifactSpec, reused: bool, complete: bool, started: float, rows: int,
@@ -150,34 +101,6 @@ def materialize_samples(suite: Suite, settings: RunSettings, store: ArtifactStor
     return artifact, _report(spec, False, True, started, frame.height)
 
 
-def _client(role: ModelRole, calls: CallStore, store: ArtifactStore, settings: RunSettings,
-            table: str) -> ChatClient:
-    """A client for one role, kept to its model's limits (`RuntimeOptions.limits`) together
-    with every run calling that model: calls in flight in this process and across the
-    processes sharing the store (or the database that `calls` lives in), --rpm/--tpm likewise;
-    `table` (responses or judgments) says which `--refresh` applies."""
-    limits = settings.runtime.limits(role)
-    coordination = store.local_dir("coordination")
-    target = limit_target(role.model, role.endpoint)
-    assert limits.concurrency is not None  # the run's default fills it
-    if batched(role):
-        # A round of calls is one batch: neither --concurrency nor --rpm/--tpm holds it back.
-        registry = open_registry(store.local_dir("batches"), settings.database)
-        transport = open_transport(role, registry, settings.runtime,
-                                   refresh=settings.refreshes(table))
-        return ChatClient(role, calls, settings.runtime, in_flight=AdaptiveLimit(BATCH_WORKERS),
-                          refresh=settings.refreshes(table), batched=transport.complete,
-                          reply_kind="model" if table == "responses" else "judge")
-    return ChatClient(
-        role, calls, settings.runtime,
-        request_pacer=open_pacer(calls, coordination, f"rpm|{target}", limits.rpm)
-        if limits.rpm else None,
-        token_pacer=open_pacer(calls, coordination, f"tpm|{target}", limits.tpm)
-        if limits.tpm else None,
-        in_flight=model_limit(target, limits.concurrency, calls, coordination, limits.share),
-        refresh=settings.refreshes(table),
-        reply_kind="model" if table == "responses" else "judge")
-
 
 async def materialize_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
                                 calls: CallStore, samples_artifact: Artifact, prompts: Prompts,
@@ -201,7 +124,7 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
             return found, _report(spec, True, True, started, frame.height)
         samples = shared_samples(samples_artifact)
         role = settings.model_under_test
-        client = _client(role, calls, store, settings, "responses")
+        client = role_client(role, calls, store, settings, "responses")
         progress = Progress(logger, f"responses of {role.model}",
                             _rows_expected(suite, samples.height * settings.samples),
                             suite.error_statuses)
@@ -293,7 +216,7 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     else:
         source, total = responses_in, _rows_expected(suite, samples.height * settings.samples)
     judge = settings.judge
-    client = _client(judge, calls, store, settings, "judgments") if judge is not None else None
+    client = role_client(judge, calls, store, settings, "judgments") if judge is not None else None
     frame = await judge_responses(
         suite, samples, source, judge, prompts, client, settings,
         concurrency=client.in_flight.ceiling if client is not None

@@ -1,5 +1,5 @@
-"""Checks made before any paid call (access.py), the plan printed before a run (plan.py), and
-the state of each stage that `status` prints."""
+"""Checks made before any paid call (access.py), the plan printed before a run (plan.py, counted
+by plan_counts.py), and the state of each stage that `status` prints."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from ..cache.artifacts import Artifact
 from ..suites.base import Prompts, Suite
 from ..config.settings import RunSettings
 from .access import check_access, check_vision
-from .plan import called_roles, lookup_calls, make_plan
+from .plan import called_roles
+from .plan_counts import lookup_calls, make_plan
 
 __all__ = ["called_roles", "check_access", "check_vision", "lookup_calls", "make_plan",
            "stage_states"]
@@ -18,7 +19,7 @@ __all__ = ["called_roles", "check_access", "check_vision", "lookup_calls", "make
 def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
                  generation_prompts: Prompts, judge_prompts: Prompts) -> list[str]:
     """One line per stage: stored or not, complete or not, error rows."""
-    from .pipeline import judgments_spec, responses_spec, scores_spec
+    from .stage_keys import judgments_spec, responses_spec, scores_spec
 
     names = suite.stages
     lines = [f"{names.samples:<13} {samples.key[:12]}  stored, {samples.frame().height} rows"]

@@ -48,6 +48,9 @@ times three models each keep to the judge's `concurrency` together, and so does 
 run calling that model on this store's host (or on the database). Limits enter no key. A bad
 value is one line naming the file, the entry (`models[2] (openai/my-model)`, counted from 1)
 and the key.
+
+This module reads and checks the file as a whole and expands it into one RunSettings per (model,
+judge) pair; an entry and the role it becomes are sweep_entry.py's.
 """
 
 from __future__ import annotations
@@ -56,89 +59,21 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_serializer,
-                      field_validator, model_validator)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..config.effective import safety_settings_off
 from ..common.errors import UserError
-from ..common.redaction import redact_url, url_has_secrets
+from ..common.redaction import url_has_secrets
 from ..results.evaluations import safe_name
 from ..common.postgres import check_database_url, default_database
-from ..limits.model_limits import MAX_CONCURRENCY, Limits
-from ..config.settings import (RULES, DEFAULT_SUITE, BatchMode, CorpusSource, ModelRole, Role,
-                               RunSettings, RuntimeOptions, check_store, default_store,
-                               role_generation)
+from ..limits.model_limits import MAX_CONCURRENCY
+from ..config.settings import (RULES, DEFAULT_SUITE, CorpusSource, RunSettings, RuntimeOptions,
+                               check_store, default_store)
+from .sweep_entry import SweepModel
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
-
-
-class SweepModel(BaseModel):
-    """One model entry of a sweep file: a model string plus optional endpoint and settings."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field(description="litellm model string.")
-    api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint.")
-    api_key_env: str | None = Field(default=None, description="Variable holding the key.")
-    temperature: float | None = Field(default=None, description="Override of the default.")
-    max_tokens: int | None = Field(default=None, description="Override of the default.")
-    top_p: float | None = Field(default=None, description="Override of the default.")
-    reasoning_effort: str | None = Field(default=None, description="Override of the default.")
-    system_prompt: str | None = Field(default=None, description="Model under test only.")
-    gemini_safety_off: bool = Field(default=False, description="Gemini's harm filters off.")
-    revision: str | None = Field(
-        default=None, description="Your label for what serves this model now (a checkpoint, a "
-                                  "deployment date): a new label asks every call again.")
-    concurrency: int | None = Field(
-        default=None, ge=1, le=MAX_CONCURRENCY, strict=True,
-        description="Calls in flight to this model, shared by every evaluation calling it.")
-    rpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
-                              description="Requests per minute to this model, shared likewise.")
-    tpm: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False,
-                              description="Tokens per minute to this model, shared likewise.")
-    vision: bool | None = Field(
-        default=None, description="Models under test: true declares that the model takes "
-                                  "images (a model on your own endpoint that litellm's map does "
-                                  "not know); a suite that sends images refuses it otherwise.")
-    batch: bool | Literal["auto"] | None = Field(
-        default=None, description="This model's calls through its provider's batch API (true), "
-                                  "interactive (false), or batched where it has one (\"auto\"); "
-                                  "default the file's `batch`.")
-    work_queue: str | None = Field(
-        default=None, description="Models, with `deployment` only: the work queue of the pool "
-                                  "its evaluations wait in (e.g. one served by its GPU node's "
-                                  "worker); default the deployment's.")
-
-    @field_serializer("api_base")
-    def _without_secrets(self, api_base: str | None) -> str | None:
-        """Credentials in an endpoint URL never reach Prefect's parameters (see ModelRole)."""
-        return redact_url(api_base) if api_base else None
-
-    @field_validator("temperature", "max_tokens", "top_p", "reasoning_effort", mode="before")
-    @classmethod
-    def _none_unsets(cls, value: Any) -> Any:
-        """TOML has no null: "none" means "send none" (e.g. top_p = "none")."""
-        return None if isinstance(value, str) and value.lower() in ("none", "null", "off") \
-            else value
-
-    def role(self, kind: Role, suite: str = DEFAULT_SUITE,
-             options: dict[str, Any] | None = None,
-             batch: bool | Literal["auto"] = False) -> ModelRole:
-        """The entry as a role; `batch` is the file's, for an entry that does not say."""
-        explicit = self.model_dump(include={"temperature", "max_tokens", "top_p",
-                                            "reasoning_effort", "system_prompt",
-                                            "gemini_safety_off"}, exclude_unset=True)
-        if explicit.get("gemini_safety_off"):
-            safety_settings_off(self.model)
-        generation, deviations = role_generation(kind, self.model, explicit, suite, options)
-        return ModelRole(model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                         generation=generation, deviations=deviations, revision=self.revision,
-                         limits=Limits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm),
-                         vision=self.vision if kind == "model_under_test" else None,
-                         batch=batch_mode(self.batch if self.batch is not None else batch))
 
 
 class SweepConfig(BaseModel):
@@ -285,15 +220,11 @@ class SweepConfig(BaseModel):
         return [run.model_copy(update={"out": f"{run.out}__{variant}"})
                 if variant and run.out else run for run in runs]
 
-
     def work_queues(self) -> list[str | None]:
         """The work queue of each of `runs()`, in its order (None: the deployment's)."""
         return [model.work_queue for model in self.models
                 for _ in range(max(1, len(self.judges)))]
 
-
-def batch_mode(batch: bool | Literal["auto"]) -> BatchMode:
-    return "auto" if batch == "auto" else "on" if batch else "off"
 
 
 def _absolute(path: str) -> str:
