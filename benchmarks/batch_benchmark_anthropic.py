@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent / "tests"))
 from run_benchmark import EMPTY_FLOW, build_corpus, child_env, timed  # noqa: E402
-from sweep_benchmark import TreePeak  # noqa: E402
+from sweep_benchmark import timed_sweep  # noqa: E402
 from replay import JUDGE_PROMPT  # noqa: E402
 
 MODELS = ("claude-haiku-4-5", "claude-sonnet-4-5", "claude-sonnet-5", "claude-sonnet-5-5",
@@ -165,23 +165,8 @@ def main() -> None:
         config = work / "sweep.toml"
         sweep_file(config, url, work / "store", corpus, args.models, args.poll)
         calls = 2 * args.triggers * args.models
-        before = os.times()
-        started = time.monotonic()
-        process = subprocess.Popen([str(Path(sys.executable).parent / "proactflow"), "sweep",
-                                    "--config", str(config)], env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        sampler = TreePeak(process.pid)
-        sampler.start()
-        output = process.stdout.read() if process.stdout else ""
-        sampler.done.set()
-        _, status, _ = os.wait4(process.pid, 0)
-        wall = time.monotonic() - started
-        after = os.times()
-        (work / "sweep-output.txt").write_text(output, encoding="utf-8")
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"sweep failed:\n{output[-3000:]}")
-        cpu = (after.children_user - before.children_user
-               + after.children_system - before.children_system)
+        sweep = timed_sweep(config, env, work / "sweep-output.txt")
+        wall, cpu, sampler = sweep.wall, sweep.cpu, sweep.sampler
         stats = json.loads(urllib.request.urlopen(f"{url}/stats").read())
     finally:
         server.terminate()

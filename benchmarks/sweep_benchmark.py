@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -107,6 +108,49 @@ class TreePeak(threading.Thread):
                          for role, v in sorted(roles.items()))
 
 
+@dataclass
+class SweepRun:
+    """One `proactflow sweep` as timed_sweep measured it."""
+
+    wall: float
+    """Seconds from its start to its end."""
+    started_at: float
+    ended_at: float
+    """Unix times of its start and end, to set the fake's timeline against."""
+    cpu: float
+    """CPU seconds of its whole process tree (this process's children)."""
+    sampler: TreePeak
+    """Its process tree's peak RSS, and RSS and CPU by process, sampled while it ran."""
+    largest_process_mb: float
+    """The largest RSS any single process of the tree reached."""
+
+
+def timed_sweep(config: Path, env: dict[str, str], output: Path,
+                extra: list[str] | None = None) -> SweepRun:
+    """`proactflow sweep --config CONFIG [extra]` run as a user would, measured; what it printed
+    is written to `output`, and its failure ends the benchmark with the last of it."""
+    before = os.times()
+    started_at = time.time()
+    started = time.monotonic()
+    process = subprocess.Popen([str(Path(sys.executable).parent / "proactflow"), "sweep",
+                                "--config", str(config), *(extra or [])], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sampler = TreePeak(process.pid)
+    sampler.start()
+    printed = process.stdout.read() if process.stdout else ""
+    sampler.done.set()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - started
+    ended_at = time.time()
+    after = os.times()
+    output.write_text(printed, encoding="utf-8")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"sweep failed:\n{printed[-3000:]}")
+    cpu = (after.children_user - before.children_user
+           + after.children_system - before.children_system)
+    return SweepRun(wall, started_at, ended_at, cpu, sampler, usage.ru_maxrss / 1024)
+
+
 def sweep_file(path: Path, url: str, store: Path, corpus: Path, models: int,
                model_concurrency: int, judge_concurrency: int) -> None:
     entries = "".join(f'\n[[models]]\nmodel = "openai/m{i}"\napi_base = "{url}"\n'
@@ -148,27 +192,10 @@ def main() -> None:
         per_model = args.triggers / args.model_concurrency * args.latency
         judging = generations / args.judge_concurrency * args.latency
         ideal = max(per_model, judging) + args.latency  # the last judgment follows the last reply
-        before = os.times()
-        started_at = time.time()
-        started = time.monotonic()
-        process = subprocess.Popen([str(Path(sys.executable).parent / "proactflow"), "sweep",
-                                    "--config", str(config),
-                                    *(["--processes", str(args.processes)] if args.processes
-                                      else [])], env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        sampler = TreePeak(process.pid)
-        sampler.start()
-        output = process.stdout.read() if process.stdout else ""
-        sampler.done.set()
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.monotonic() - started
-        ended_at = time.time()
-        after = os.times()
-        (work / "sweep-output.txt").write_text(output, encoding="utf-8")
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"sweep failed:\n{output[-3000:]}")
-        cpu = (after.children_user - before.children_user
-               + after.children_system - before.children_system)
+        sweep = timed_sweep(config, env, work / "sweep-output.txt",
+                            ["--processes", str(args.processes)] if args.processes else None)
+        wall, started_at, ended_at, cpu = sweep.wall, sweep.started_at, sweep.ended_at, sweep.cpu
+        sampler = sweep.sampler
         stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats").read())
         endpoint_cpu = tree_sample(server.pid).get(server.pid, ("", 0.0, 0.0))[2]
     finally:
@@ -200,7 +227,7 @@ def main() -> None:
           f"request bodies seen twice: {stats['repeats']}")
     print(f"peak RSS of the whole process tree (sampled every 0.2 s): {sampler.peak:.0f} MB "
           f"(target < 1,500 MB: {'met' if sampler.peak < 1500 else 'MISSED'}); largest single "
-          f"process: {usage.ru_maxrss / 1024:.0f} MB")
+          f"process: {sweep.largest_process_mb:.0f} MB")
     print(f"the sweep's output: {work / 'sweep-output.txt'}")
     records = [json.loads(path.read_text()) for path in (work / "store" / "runs").glob("*.json")]
     starts = sorted(datetime.fromisoformat(r["started"]).timestamp() for r in records)

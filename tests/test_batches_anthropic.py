@@ -190,7 +190,7 @@ def test_cancel_keeps_finished_lines():
 def test_find_recognises_the_tag_and_waits_for_a_batch_in_progress():
     async def scenario(fake):
         batches = adapter(fake)
-        batches.page_size = 1  # every batch on a page of its own: pagination is followed
+        batches.api.page_size = 1  # every batch on a page of its own: pagination is followed
         ours = await batches.submit([line("ours")], "run-42")
         for other in range(3):
             await batches.submit([line(f"other {other}")], f"run-{other}")
@@ -264,10 +264,10 @@ def test_unreachable_api_and_other_origins():
         batches = adapter(fake)
         batch_id = await batches.submit([line("q")], "t")
         await until_ended(batches, batch_id)
-        batch = await batches._batch(batch_id)
+        batch = await batches.api.batch(batch_id)
         batch["results_url"] = "http://127.0.0.2:1/v1/messages/batches/x/results"
         with pytest.raises(ProviderRejected, match="another origin"):
-            async for _ in batches._result_records(batch):
+            async for _ in batches.api.result_records(batch):
                 pass
 
     with fake_server(completion_delay=0.05) as fake:

@@ -1,24 +1,17 @@
 """Anthropic's Message Batches API as a BatchProvider.
 
-litellm 1.110 reads Anthropic batches but cannot create one, so this module speaks the API
-itself (httpx, asynchronously, every request bounded in time): POST /v1/messages/batches with
-`{requests: [{custom_id, params}]}`, GET /v1/messages/batches/{id}, its JSONL results, POST
-.../cancel and the paginated list. What a line holds and what its result becomes is litellm's
-own conversion (anthropic_wire.py), so a batched call and an interactive one end as the same
-cache record.
+litellm 1.110 reads Anthropic batches but cannot create one, so proactflow speaks the API itself.
+This module holds what the protocol's calls mean there: a batch created from
+`{requests: [{custom_id, params}]}`, its progress, its results read back as request keys'
+answers, a batch found again by its tag, a cancel. What a line holds and what its result
+becomes is litellm's own conversion (anthropic_wire.py), so a batched call and an interactive
+one end as the same cache record.
 
 States: `in_progress` is in_progress, `canceling` cancelling; an `ended` batch is cancelled
 when a cancel was asked, expired when some of its lines expired (24 hours passed), completed
 otherwise. Canceled and expired lines are not in `results`: they go into the next batch.
 
-Failures of the API itself go through the providers' classification (provider_errors.classify):
-a rejected key, an unknown batch or endpoint and an exhausted quota stop the run
-(ProviderRejected); 429, 5xx and unreachable hosts are retried with backoff (the Retry-After
-asked for) and, when they persist, stop it as EndpointDown; a batch refused as sent (400, 413) is
-ProviderRejected. Creating a batch is retried only when the server said it created nothing
-(429, or a connection refused): after a timeout or a 5xx the batch may exist, so the failure
-is raised and the next run finds it by its tag. Messages are one line; the key is sent only to
-the API's own origin and never appears in a message.
+Requests over HTTP, their retries and what their failures mean are anthropic_api.py's.
 """
 
 from __future__ import annotations
@@ -26,23 +19,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import time
-from typing import Any, AsyncIterator, Mapping, Sequence
-from urllib.parse import urlsplit
+from typing import Any, Mapping, Sequence
 
-import httpx
-
-from ..common.errors import EndpointDown, ProviderRejected, UserError
+from ..common.errors import ProviderRejected, UserError
 from ..config.endpoints import split_credentials
 from ..config.settings import ModelRole
 from ..providers.chat import api_key_for
-from ..providers.provider_errors import AttemptFailed, classify
 from . import anthropic_wire as wire
-from .anthropic_wire import PROVIDER, api_root, line_error, progress_of
+from .anthropic_api import API_VERSION, AnthropicApi, created_nothing
+from .anthropic_wire import PROVIDER, line_error, progress_of
 from .protocol import BatchLimits, BatchLine, BatchProgress, LineResult
 
-API_VERSION = "2023-06-01"
 RESULTS_KEPT_S = 29 * 86400
 """Anthropic keeps a batch's results for 29 days: an older batch cannot be recognised."""
 
@@ -57,30 +45,21 @@ class AnthropicBatches:
                  attempts: int = 6, retry_base_s: float = 1.0, retry_max_s: float = 60.0,
                  find_poll_s: float = 60.0, version: str = API_VERSION,
                  extra_headers: Mapping[str, str] | None = None):
-        self._key = api_key
-        self._extra_headers = dict(extra_headers or {})
-        self.root = api_root(api_base)
-        self.timeout_s, self.attempts = timeout_s, attempts
-        self.retry_base_s, self.retry_max_s = retry_base_s, retry_max_s
+        self.api = AnthropicApi(api_key, api_base, timeout_s=timeout_s, attempts=attempts,
+                                retry_base_s=retry_base_s, retry_max_s=retry_max_s,
+                                version=version, extra_headers=extra_headers)
         self.find_poll_s = find_poll_s
-        self.version = version
-        self.page_size = 100
-        """Batches per page of the list `find` reads."""
         self._lines: dict[str, BatchLine] = {}
         """The lines this object submitted, by request key, until their results are read: in
         the light of their request (see anthropic_wire.completion)."""
         self._batch_keys: dict[str, frozenset[str]] = {}
         self._not_created: set[str] = set()
-        self._sizes: dict[str, int] = {}
         """Tags whose submit failed without creating a batch, as the server or the
         connection said."""
+        self._sizes: dict[str, int] = {}
 
     def __repr__(self) -> str:  # never the key
-        return f"AnthropicBatches({self.root!r})"
-
-    @property
-    def _label(self) -> str:
-        return f"Anthropic's batch API at {self.root}"
+        return f"AnthropicBatches({self.api.root!r})"
 
     # The protocol.
 
@@ -103,15 +82,13 @@ class AnthropicBatches:
             body, headers = await self._request_of(lines, tag)
             self._lines.update((line.custom_id, line) for line in lines)
             sending = True
-            response = await self._send("POST", "/v1/messages/batches", content=body,
-                                        headers=headers, creating=True)
+            batch_id = await self.api.create(body, headers)
         except BaseException as exc:
             # Known to have made no batch: `find` says so at once instead of searching.
             if not sending or isinstance(exc, ProviderRejected) \
-                    or _created_nothing(exc.__cause__ or exc):
+                    or created_nothing(exc.__cause__ or exc):
                 self._not_created.add(tag)
             raise
-        batch_id = str(response.json()["id"])
         self._batch_keys[batch_id] = frozenset(line.custom_id for line in lines)
         return batch_id
 
@@ -133,7 +110,7 @@ class AnthropicBatches:
         return body, {"anthropic-beta": ",".join(sorted(betas))} if betas else {}
 
     async def progress(self, batch_id: str) -> BatchProgress:
-        return progress_of(await self._batch(batch_id))
+        return progress_of(await self.api.batch(batch_id))
 
     async def results(self, batch_id: str,
                       lines: Sequence[BatchLine] = ()) -> list[LineResult]:
@@ -144,7 +121,7 @@ class AnthropicBatches:
         requests = {**{key: self._lines[key] for key in own if key in self._lines},
                     **{line.custom_id: line for line in lines}}
         found: list[LineResult] = []
-        async for record in self._result_records(await self._batch(batch_id)):
+        async for record in self.api.result_records(await self.api.batch(batch_id)):
             ids = wire.split_wire_id(str(record.get("custom_id", "")))
             result = record.get("result") or {}
             if ids is None or result.get("type") not in ("succeeded", "errored"):
@@ -163,7 +140,7 @@ class AnthropicBatches:
     async def cancel(self, batch_id: str) -> None:
         if (await self.progress(batch_id)).ended:
             return  # nothing left to stop (Anthropic refuses to cancel an ended batch)
-        await self._send("POST", f"/v1/messages/batches/{batch_id}/cancel")
+        await self.api.cancel(batch_id)
 
     async def find(self, tag: str, *, created_after: float | None = None) -> str | None:
         """The batch whose lines carry `tag`'s mark, or None.
@@ -186,7 +163,7 @@ class AnthropicBatches:
         mark = wire.tag_mark(tag)
         since = created_after if created_after is not None else time.time() - RESULTS_KEPT_S
         pending: list[str] = []
-        async for batch in self._listed(since):
+        async for batch in self.api.listed(since):
             if batch.get("processing_status") != "ended":
                 pending.append(str(batch["id"]))
             elif await self._carries(batch, mark):
@@ -197,7 +174,7 @@ class AnthropicBatches:
             wait = min(wait * 1.5, self.find_poll_s)
             still: list[str] = []
             for batch_id in pending:
-                batch = await self._batch(batch_id)
+                batch = await self.api.batch(batch_id)
                 if batch.get("processing_status") != "ended":
                     still.append(batch_id)
                 elif await self._carries(batch, mark):
@@ -205,119 +182,15 @@ class AnthropicBatches:
             pending = still
         return None
 
-    # The API.
-
-    async def _batch(self, batch_id: str) -> dict[str, Any]:
-        return (await self._send("GET", f"/v1/messages/batches/{batch_id}")).json()
-
-    async def _listed(self, since: float) -> AsyncIterator[dict[str, Any]]:
-        """The workspace's batches created at or after `since`, newest first."""
-        after: str | None = None
-        while True:
-            query = {"limit": str(self.page_size), **({"after_id": after} if after else {})}
-            page = (await self._send("GET", "/v1/messages/batches", params=query)).json()
-            for batch in page.get("data") or []:
-                if (wire.moment(batch.get("created_at")) or 0.0) < since:
-                    return
-                yield batch
-            after = page.get("last_id")
-            if not page.get("has_more") or not after:
-                return
+    # Recognising a batch.
 
     async def _carries(self, batch: Mapping[str, Any], mark: str) -> bool:
         """Whether an ended batch's lines carry `mark` (its first result line says)."""
         first: dict[str, Any] = {}
-        async for record in self._result_records(batch, first_only=True):
+        async for record in self.api.result_records(batch, first_only=True):
             first = record
         ids = wire.split_wire_id(str(first.get("custom_id", "")))
         return ids is not None and ids[0] == mark
-
-    def _results_url(self, batch: Mapping[str, Any]) -> str:
-        url = batch.get("results_url") or f"{self.root}/v1/messages/batches/{batch['id']}/results"
-        ours, theirs = urlsplit(self.root), urlsplit(url)
-        if (theirs.scheme, theirs.netloc) != (ours.scheme, ours.netloc):
-            raise ProviderRejected(f"{self._label}: the results of batch {batch['id']} are at "
-                                   f"{theirs.scheme}://{theirs.netloc}, another origin: the key "
-                                   "is not sent there")
-        return url
-
-    async def _result_records(self, batch: Mapping[str, Any],
-                              first_only: bool = False) -> AsyncIterator[dict[str, Any]]:
-        if batch.get("processing_status") != "ended":
-            raise ValueError(f"batch {batch.get('id')} has not ended: no results yet")
-        url = self._results_url(batch)
-        read = 0  # lines already given: a retry skips them (the file does not change)
-        for attempt in range(1, self.attempts + 1):
-            try:
-                async with self._client() as client, client.stream(
-                        "GET", url, headers=self._headers()) as response:
-                    if response.status_code != 200:
-                        await response.aread()
-                        raise wire.as_exception(response.status_code, response.text,
-                                                response.headers)
-                    seen = 0
-                    async for text in response.aiter_lines():
-                        if not text.strip():
-                            continue
-                        seen += 1
-                        if seen > read:
-                            read = seen
-                            yield json.loads(text)
-                            if first_only:
-                                return
-                    return
-            except Exception as exc:  # classify sorts the many types a failure arrives as
-                await self._after_failure(exc, attempt, retry=True)
-
-    # HTTP.
-
-    def _headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        return {"x-api-key": self._key, "anthropic-version": self.version,
-                "content-type": "application/json", **self._extra_headers, **(extra or {})}
-
-    def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10.0),
-                                 follow_redirects=False, trust_env=False)
-
-    async def _send(self, method: str, path: str, *, content: bytes | None = None,
-                    params: Mapping[str, str] | None = None,
-                    headers: Mapping[str, str] | None = None,
-                    creating: bool = False) -> httpx.Response:
-        for attempt in range(1, self.attempts + 1):
-            try:
-                async with self._client() as client:
-                    response = await client.request(method, self.root + path, content=content,
-                                                    params=params,
-                                                    headers=self._headers(headers))
-                if response.status_code == 200:
-                    return response
-                raise wire.as_exception(response.status_code, response.text, response.headers)
-            except Exception as exc:  # classify sorts the many types a failure arrives as
-                await self._after_failure(exc, attempt, retry=not creating
-                                          or _created_nothing(exc))
-        raise AssertionError("unreachable: the last failed attempt raises")
-
-    async def _after_failure(self, exc: Exception, attempt: int, *, retry: bool) -> None:
-        """Wait before the next attempt, or raise the failure as the project's error."""
-        if isinstance(exc, ProviderRejected):
-            raise exc
-        failure: AttemptFailed = classify(exc, self._label, self.root)  # raises when fatal
-        if failure.refusal is not None:
-            raise ProviderRejected(f"{self._label} refused the request ({failure})") from exc
-        if not (failure.retryable and retry) or attempt >= self.attempts:
-            note = "" if retry else \
-                " (the batch may have been created: the next run finds it by its tag)"
-            raise EndpointDown(f"{self._label}: {failure}{note}") from exc
-        ceiling = min(self.retry_max_s, self.retry_base_s * 2 ** (attempt - 1))
-        delay = random.uniform(0, ceiling)
-        await asyncio.sleep(max(delay, failure.retry_after or 0.0))
-
-
-def _created_nothing(exc: BaseException) -> bool:
-    """Whether a failed create certainly made no batch: rate limited, or never connected."""
-    if getattr(exc, "status_code", None) == 429:
-        return True
-    return isinstance(exc, httpx.ConnectError)
 
 
 def for_role(role: ModelRole) -> AnthropicBatches:
