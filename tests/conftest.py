@@ -16,6 +16,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 
+import reaper  # noqa: E402
+
+# Before any fixture starts a server: whatever this process starts ends when it ends (reaper.py).
+reaper.start_watchdog()
+
 from fake_openai import FakeOpenAI  # noqa: E402
 from replay import (SHARED, published_triggers,  # noqa: E402
                     replay_judge, replay_model, synthetic_judge, synthetic_model)
