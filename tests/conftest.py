@@ -16,6 +16,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 
+import reaper  # noqa: E402
+
+# Before any fixture starts a server: whatever this process starts ends when it ends (reaper.py).
+reaper.start_watchdog()
+
 from fake_openai import FakeOpenAI  # noqa: E402
 from replay import (SHARED, published_triggers,  # noqa: E402
                     replay_judge, replay_model, synthetic_judge, synthetic_model)
@@ -53,14 +58,31 @@ def seaweed(tmp_path_factory):
     weed.stop(process)
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """A pytest-xdist worker whose tests use the Prefect server starts it now, in the
+    background: it is up by the time the first of them needs it (prefect_test_server.py)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and any(
+            "prefect_server" in getattr(item, "fixturenames", ()) for item in items):
+        import prefect_test_server
+
+        prefect_test_server.start_early()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import sys
+
+    if "prefect_test_server" in sys.modules:  # started early, never used
+        sys.modules["prefect_test_server"].stop_unused()
+
+
 @pytest.fixture(scope="session")
 def prefect_server():
-    """One Prefect API for the whole session (starting one costs about ten seconds)."""
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
+    """One Prefect API per pytest process (starting one costs about ten seconds): the test
+    harness's server, a fresh SQLite database (prefect_test_server.py)."""
+    import prefect_test_server
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield PREFECT_API_URL.value()
+    with prefect_test_server.serving() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

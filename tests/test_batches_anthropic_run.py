@@ -109,19 +109,20 @@ def test_ctrl_c_then_batches_cancel_stops_the_anthropic_batch(claude, tmp_path, 
     import subprocess
     import sys
     import threading
-    import time
 
     claude.completion_delay = 3600.0
     store = tmp_path / "store"
     run_args = args(claude, store, FAST)
     created = threading.Event()
-    claude.on_event = lambda event, batch_id: created.set() if event == "create" else None
+    looked = threading.Event()  # the run records the batch id, then looks at the batch
+    claude.on_event = lambda event, _: (created.set() if event == "create" else
+                                       looked.set() if event == "retrieve" else None)
     process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *run_args],
                                env=dict(os.environ, PREFECT_API_URL=prefect_server),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert created.wait(120), "no batch was created"
-        time.sleep(1.0)  # its id recorded
+        assert looked.wait(120), "the batch was never looked at"
         process.send_signal(signal.SIGINT)
         _, errors = process.communicate(timeout=60)
     finally:

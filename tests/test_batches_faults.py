@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -74,13 +73,15 @@ def test_ctrl_c_leaves_the_batch_running_status_lists_it_and_cancel_stops_it(
     store = tmp_path / "store"
     args = cli_args(batches, store, extra=FAST)
     created = threading.Event()
-    batches.on_event = lambda event, subject: created.set() if event == "create" else None
+    looked = threading.Event()  # the run records the batch id, then looks at the batch
+    batches.on_event = lambda event, _: (created.set() if event == "create" else
+                                       looked.set() if event == "retrieve" else None)
     process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *args],
                                env=dict(os.environ, PREFECT_API_URL=prefect_server),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert created.wait(120), "no batch was created"
-        time.sleep(1.0)  # its id recorded, its first look taken
+        assert looked.wait(120), "the batch was never looked at"
         process.send_signal(signal.SIGINT)
         _, errors = process.communicate(timeout=60)
     finally:

@@ -296,11 +296,11 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
 
     # The regression reached Prefect as an event, with what an automation needs.
     events = []
-    for _ in range(30):
+    for _ in range(150):
         events = _events(prefect_server, "proactflow.regression")
         if events:
             break
-        time.sleep(1)
+        time.sleep(0.2)
     payloads = [e["payload"] for e in events if e["payload"].get("series") == "nightly"]
     overall_event = next(p for p in payloads if p["group"] == "OVERALL")
     assert overall_event["model"] == "openai/nightly" and overall_event["suite"] == "proactbench"
@@ -317,10 +317,10 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert len(_artifacts(prefect_server, "nightly-report")) == 5
 
     # And the automation a user applies from the repository notified, once per finding.
-    for _ in range(30):
+    for _ in range(150):
         if len(webhook.received) >= len(payloads):
             break
-        time.sleep(1)
+        time.sleep(0.2)
     _delete_automations(automations)
     notified = [json.loads(body)["text"] for body in webhook.received]
     assert len(notified) == len(payloads)
@@ -358,12 +358,12 @@ def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeyp
         ("2026-11-01 09:00", "ckpt-1"), ("2026-11-02 09:00", "ckpt-2")]
 
     payloads: list[dict] = []
-    for _ in range(30):  # the server stores events a moment after it receives them
+    for _ in range(150):  # the server stores events a moment after it receives them
         payloads = [e["payload"] for e in _events(prefect_server, "proactflow.regression")
                     if e["payload"].get("series") == "checkpoints"]
         if any(p["group"] == "OVERALL" for p in payloads):
             break
-        time.sleep(1)
+        time.sleep(0.2)
     assert {(p["model"], p["suite"], p["group"]) for p in payloads} >= {
         ("openai/nightly", "proactbench", "OVERALL")}
     assert all(p["delta"] < 0 < p["samples"] and p["metric"] == "weighted score"

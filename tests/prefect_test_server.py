@@ -1,0 +1,148 @@
+"""The Prefect API the tests run against: the server `prefect_test_harness` starts (uvicorn,
+Prefect's app, a fresh SQLite database), one per pytest process (each pytest-xdist worker has
+its own, so that a test reading "the latest run" reads its own), used through the same settings
+as the harness's.
+
+Two differences from the harness: a pytest-xdist worker starts it in the background as the
+worker starts (the suite's workers all need it; its imports and migrations then overlap the
+first tests instead of holding up the first test that needs it), and the wait is bounded in
+wall-clock time, however loaded the machine is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from pg_server import free_port
+
+START_SECONDS = 240
+
+
+class PrefectTestServer:
+    def __init__(self) -> None:
+        import prefect
+
+        self.folder = Path(tempfile.mkdtemp(prefix="proactflow-prefect-server-"))
+        self.port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        database = f"sqlite+aiosqlite:///{self.folder / 'prefect-test.db'}"
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_DATABASE_CONNECTION_URL": database}
+        env.pop("PREFECT_API_URL", None)
+        self.log = self.folder / "server.log"
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "uvicorn", "--app-dir",
+                 str(prefect.__module_path__.parent), "--factory",
+                 "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port",
+                 str(self.port), "--log-level", "error", "--lifespan", "on"],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+
+    def wait(self) -> str:
+        """The API's URL once it answers; RuntimeError with the reason when it does not."""
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=5):
+                    return self.api_url
+            except OSError:
+                pass
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the Prefect test server exited ({self.process.returncode}):"
+                                   f" {self.log.read_text(errors='replace')[-1500:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Prefect test server did not answer in {START_SECONDS} s")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_started: PrefectTestServer | None = None
+
+
+def start_early() -> None:
+    """Start this process's server now, without waiting for it (a pytest-xdist worker)."""
+    global _started
+    if _started is None:
+        _started = PrefectTestServer()
+
+
+def stop_unused() -> None:
+    global _started
+    if _started is not None:
+        _started.stop()
+        _started = None
+
+
+@contextmanager
+def serving() -> Iterator[str]:
+    """This process's server, as the harness sets it up: the API URL in Prefect's settings
+    (and the process-wide settings context), the server known as the default one, so that no
+    code starts an ephemeral server of its own; the URL. Stopped at the end, after Prefect's
+    log and event workers have sent what they hold."""
+    global _started
+    import prefect.context
+    import prefect.settings
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server, _started = _started or PrefectTestServer(), None
+    try:
+        url = server.wait()
+        known = SubprocessASGIServer(port=server.port)
+        known.server_process, known.running = server.process, True
+        prior_default = SubprocessASGIServer._instances.get(None)
+        SubprocessASGIServer._instances[None] = known
+        try:
+            with prefect.settings.temporary_settings(
+                    updates={prefect.settings.PREFECT_API_URL: url}):
+                with prefect.context._temporary_global_settings_context(
+                        prefect.context.get_settings_context()):
+                    yield url
+                    _drain()
+        finally:
+            SubprocessASGIServer._instances.pop(server.port, None)
+            if prior_default is not None:
+                SubprocessASGIServer._instances[None] = prior_default
+            else:
+                SubprocessASGIServer._instances.pop(None, None)
+    finally:
+        server.stop()
+
+
+def _drain() -> None:
+    import inspect
+
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def drain() -> None:
+        try:
+            result = APILogWorker.instance().drain()
+            if inspect.isawaitable(result):
+                await result
+        except RuntimeError:  # never started
+            pass
+        result = EventsWorker.drain_all()
+        if inspect.isawaitable(result):
+            await result
+
+    run_coro_as_sync(drain())
