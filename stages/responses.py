@@ -32,9 +32,10 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
     """One responses row per (sample, sample_index); `on_row` sees each with its dict (the
     row as `model_dump(by_alias=True)` gives it) as soon as it exists."""
     parse = suite.reply_parser()
-    jobs = in_waves([(episode, sample_index) for episode in suite.episodes(samples)
-                     for sample_index in range(samples_per_item)],
-                    lambda job: suite.prefix_group(samples.row(job[0][0], named=True)))
+    jobs = [(episode, sample_index) for episode in suite.episodes(samples)
+            for sample_index in range(samples_per_item)]
+    if client.runtime.prompt_cache == "auto":
+        jobs = in_waves(jobs, lambda job: suite.prefix_group(samples.row(job[0][0], named=True)))
 
     async def run_episode(job: tuple[list[int], int]) -> list[BaseModel]:
         episode, sample_index = job

@@ -227,3 +227,12 @@ def test_prompt_cache_key_goes_to_openai_only():
         (wire, {})
     assert with_hints("gemini/gemini-2.5-flash", None, wire, protocol, hint, "auto",
                       False) == (wire, {})
+
+
+def test_status_says_what_a_stage_cost_as_billed():
+    from proactflow.run.preflight import worth_line
+
+    line = worth_line("openai/gpt-4o-mini", _frame(cache_read_tokens=[2048, 0]))
+    cost = billed_cost("openai/gpt-4o-mini", Tokens(4000, 8, 2048))
+    assert line.split() == ["worth", f"${cost:.4f}", "as", "billed:", "4000", "prompt",
+                            "(2048", "cached)", "+", "8", "completion", "tokens"]
