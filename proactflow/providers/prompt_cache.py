@@ -21,6 +21,7 @@ unchanged: only what goes on the wire gains them.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,7 +53,9 @@ def minimum_tokens(model: str) -> int:
     return 2048 if "haiku" in model.lower() else 1024
 
 
+@functools.lru_cache(maxsize=256)
 def provider_of(model: str) -> str:
+    """litellm's provider of a model name, looked up once per name (it is on every call)."""
     try:
         return litellm.get_llm_provider(model=model)[1]
     except Exception:  # litellm raises several types for a model it cannot place
