@@ -39,10 +39,14 @@ def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
             continue
         prompt = sum(r["prompt_tokens"] for r in rows)
         completion = sum(r["completion_tokens"] for r in rows)
+        cached = sum(r.get("cache_read_tokens", 0) for r in rows)  # records before: none
         costs = [r["estimated_cost_usd"] for r in rows]
         cost = "unknown" if "unknown" in costs else f"${sum(costs):.2f}"
-        lines.append(f"- {role.replace('_', ' ')}: {prompt} prompt + {completion} completion "
-                     f"tokens, estimated cost {cost}")
+        paid = [r.get("paid_cost_usd", 0.0) for r in rows]
+        paid_cost = "unknown" if "unknown" in paid else f"${sum(paid):.2f}"
+        lines.append(f"- {role.replace('_', ' ')}: {prompt} prompt"
+                     f"{f' ({cached} cached)' if cached else ''} + {completion} completion "
+                     f"tokens, estimated cost {cost}; paid this sweep {paid_cost}")
     return lines
 
 

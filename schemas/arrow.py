@@ -79,8 +79,14 @@ def frame_of(table: pa.Table) -> pl.DataFrame:
 
 
 def conform(frame: pl.DataFrame, model: type[BaseModel]) -> pa.Table:
-    """A frame as Arrow with exactly the model's columns and types; fails on a missing column."""
+    """A frame as Arrow with exactly the model's columns and types; fails on a missing column,
+    unless its field has a default of None (a column added later: a table stored before it
+    reads as having none)."""
     schema = arrow_schema(model)
+    later = [info.alias or name for name, info in model.model_fields.items()
+             if not info.is_required() and info.default is None]
+    frame = frame.with_columns(pl.lit(None).alias(name) for name in later
+                               if name not in frame.columns)
     missing = [name for name in schema.names if name not in frame.columns]
     if missing:
         raise ValueError(f"table for {model.__name__} lacks columns {missing}")

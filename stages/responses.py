@@ -9,7 +9,8 @@ be asked and a call that failed carry a status instead of disappearing.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections import Counter
+from typing import Any, Callable, TypeVar
 
 import polars as pl
 from pydantic import BaseModel
@@ -19,6 +20,8 @@ from ..providers.llm import ChatClient
 from ..schemas.arrow import to_frame
 from ..suites.base import Prompts, Step, Suite
 from .pools import run_bounded
+
+T = TypeVar("T")
 
 
 async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRole,
@@ -31,6 +34,8 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
     parse = suite.reply_parser()
     jobs = [(episode, sample_index) for episode in suite.episodes(samples)
             for sample_index in range(samples_per_item)]
+    if client.runtime.prompt_cache == "auto":
+        jobs = in_waves(jobs, lambda job: suite.prefix_group(samples.row(job[0][0], named=True)))
 
     async def run_episode(job: tuple[list[int], int]) -> list[BaseModel]:
         episode, sample_index = job
@@ -58,6 +63,22 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
     episodes = await run_bounded(jobs, run_episode, concurrency)
     frame = to_frame([row for episode in episodes for row in episode], suite.tables.responses)
     return frame.sort(*suite.sample_key, "sample_index", *_steps(suite))
+
+
+def in_waves(jobs: list[T], group_of: Callable[[T], str | None]) -> list[T]:
+    """The jobs in waves: the first job of every prefix group (a dialogue's first trigger),
+    then every group's second, and so on, each wave in the jobs' order. A job then goes out
+    after the one before it in its group was answered, most often long before, and finds the
+    prefix they share in the provider's prompt cache, while the pool stays as busy as in any
+    order."""
+    seen: Counter[str] = Counter()
+    ranked = []
+    for position, job in enumerate(jobs):
+        group = group_of(job)
+        ranked.append((seen[group] if group is not None else 0, position))
+        if group is not None:
+            seen[group] += 1
+    return [jobs[position] for _, position in sorted(ranked)]
 
 
 def _steps(suite: Suite) -> tuple[str, ...]:

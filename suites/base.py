@@ -126,6 +126,12 @@ class Suite(SuitePresentation, ABC):
         conversation. By default every sample is an episode of its own."""
         return [[index] for index in range(samples.height)]
 
+    def prefix_group(self, sample: dict[str, Any]) -> str | None:
+        """Samples whose generation prompts share a prefix (a dialogue's triggers) name the
+        same group: they go out in waves (stages/responses.py), so that the provider's prompt
+        cache serves it. None by default: no order."""
+        return None
+
     @abstractmethod
     def generation_request(self, sample: dict[str, Any], earlier: list[Step],
                            role: ModelRole, prompts: Prompts, sample_index: int

@@ -94,6 +94,9 @@ class FakeAnthropic:
         self.headers_seen: list[dict[str, str]] = []
         self.responder_errors: list[str] = []
         self.usage: dict[str, list[int]] = {}
+        self.cache_usage: Callable[[dict], dict] | None = None
+        """Extra usage fields of a Messages reply to these params (a test's prompt cache:
+        `cache_read_input_tokens`, `cache_creation_input_tokens`)."""
         """model -> [input tokens, output tokens] of the batch lines it answered."""
         self.on_event: Callable[[str, str], None] | None = None
         """Called as (event, batch id) before the server answers "create" (the batch exists by
@@ -163,7 +166,8 @@ class FakeAnthropic:
                 reply.finish_reason, "end_turn"),
             "stop_sequence": None,
             "usage": {"input_tokens": sum(len(m["content"].split()) for m in prompt),
-                      "output_tokens": words}}
+                      "output_tokens": words,
+                      **(self.cache_usage(params) if self.cache_usage is not None else {})}}
 
     def stats(self) -> dict:
         return {"lines": sum(self.submitted.values()), "submitted": dict(self.submitted),

@@ -31,6 +31,9 @@ class Reply:
     served_model: str | None = None
     """The `model` the answer names (default: the model asked for)."""
     system_fingerprint: str | None = None
+    cached_tokens: int = 0
+    """Of the prompt's tokens, those the provider's prompt cache served (OpenAI's
+    `usage.prompt_tokens_details.cached_tokens`)."""
 
 
 Responder = Callable[[dict], Reply]
@@ -174,6 +177,8 @@ class FakeOpenAI:
                 "prompt_tokens": prompt_words,
                 "completion_tokens": words,
                 "total_tokens": prompt_words + words,
+                **({"prompt_tokens_details": {"cached_tokens": reply.cached_tokens}}
+                   if reply.cached_tokens else {}),
             },
         }
 

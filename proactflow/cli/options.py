@@ -202,6 +202,11 @@ def add_batch_options(parser: Any) -> None:
     parser.add_argument("--batch-poll", type=positive_float, metavar="SECONDS",
                         help="--batch: first wait between two looks at a batch's state, "
                              "growing by half each time up to 10 minutes (default: 30)")
+    parser.add_argument(
+        "--prompt-cache", choices=("auto", "off"), default=None,
+        help="ask the providers' prompt caches to keep what later calls share, billed at "
+             "their cache price: Anthropic's cache breakpoints, OpenAI's prompt_cache_key "
+             "(default: auto); off sends no hint. See docs/costs.md")
 
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
@@ -241,7 +246,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
                                tpm=args.tpm, judge_parse_attempts=args.judge_attempts,
                                model_parse_attempts=getattr(args, "eval_attempts", None) or 5,
                                down_after_s=args.down_after,
-                               batch_poll_s=getattr(args, "batch_poll", None) or 30.0),
+                               batch_poll_s=getattr(args, "batch_poll", None) or 30.0,
+                               prompt_cache=getattr(args, "prompt_cache", None) or "auto"),
         refresh=args.refresh,
         min_coverage=args.min_coverage,
     )

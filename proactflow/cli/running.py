@@ -184,13 +184,28 @@ def _dollars(cost: float | str) -> str:
     return f"${cost:.4f}" if cost != "unknown" else "unknown (not in litellm's price map)"
 
 
+def _cached(read: int, written: int) -> str:
+    """What the provider's prompt cache did with a role's prompt tokens, when it did anything."""
+    parts = ([f"{read} cached"] if read else []) + ([f"{written} written to cache"]
+                                                   if written else [])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def print_usage(usage: dict[str, Any]) -> None:
     for role, used in usage.items():
+        paid_cached = _cached(used.get("paid_cache_read_tokens", 0),
+                              used.get("paid_cache_write_tokens", 0))
+        list_price = used.get("paid_list_cost_usd")
+        saved = (f" (list price {_dollars(list_price)})"
+                 if paid_cached and list_price not in (None, "unknown") else "")
         print(f"{role.replace('_', ' ')} {used['model']}: paid this run "
-              f"{used['paid_prompt_tokens']} prompt + {used['paid_completion_tokens']} "
-              f"completion tokens, {_dollars(used['paid_cost_usd'])}"
+              f"{used['paid_prompt_tokens']} prompt{paid_cached} + "
+              f"{used['paid_completion_tokens']} completion tokens, "
+              f"{_dollars(used['paid_cost_usd'])}{saved}"
               f"{' at batch prices' if used.get('paid_at') else ''}; results worth "
-              f"{used['prompt_tokens']} + {used['completion_tokens']} tokens, "
+              f"{used['prompt_tokens']}"
+              f"{_cached(used.get('cache_read_tokens', 0), used.get('cache_write_tokens', 0))}"
+              f" + {used['completion_tokens']} tokens, "
               f"{_dollars(used['estimated_cost_usd'])}")
 
 

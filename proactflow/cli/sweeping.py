@@ -38,6 +38,8 @@ def sweep_command(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"batch": True if args.batch == "on" else "auto"})
     if args.batch_poll is not None:
         config = config.model_copy(update={"batch_poll": args.batch_poll})
+    if getattr(args, "prompt_cache", None) is not None:
+        config = config.model_copy(update={"prompt_cache": args.prompt_cache})
     runs = config.runs()
     if not config.deployment:
         _prestart_process_groups(config, runs)

@@ -110,6 +110,10 @@ class RuntimeOptions(BaseModel):
     batch_gather_s: float = Field(
         default=2.0, gt=0, description="--batch: a pause this long in new calls sends the "
                                        "calls gathered as a batch.")
+    prompt_cache: Literal["auto", "off"] = Field(
+        default="auto", description="Ask providers' prompt caches to keep the prefixes later "
+                                    "calls share (Anthropic's cache breakpoints, OpenAI's "
+                                    "prompt_cache_key); off: send no hint.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute per role.")
     tpm: float | None = Field(default=None, gt=0, description="Tokens per minute per role.")
 

@@ -28,6 +28,14 @@ class CallStats:
     completion_tokens: int = 0
     paid_prompt_tokens: int = 0
     paid_completion_tokens: int = 0
+    paid_cache_read_tokens: int = 0
+    """Of paid_prompt_tokens, read from the provider's prompt cache (billed at its price)."""
+    paid_cache_write_tokens: int = 0
+    """Of paid_prompt_tokens, written to the provider's prompt cache."""
+
+    def count_cache(self, read: int, written: int) -> None:
+        self.paid_cache_read_tokens += read
+        self.paid_cache_write_tokens += written
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

@@ -20,6 +20,7 @@ from ..config.effective import safety_settings_off
 from ..config.endpoints import effective_endpoint
 from ..config.settings import ModelRole
 from .content import Content, images_of, key_content, text_of
+from .prompt_cache import CacheHint
 
 NO_KEY_PLACEHOLDER = "no-key-configured"
 """Sent as the key to an endpoint that has none configured, so that litellm never falls back to
@@ -134,11 +135,15 @@ class ChatRequest:
     identity: tuple[tuple[str, str], ...] = ()
     retry: RetryPlan | None = field(default=None, compare=False)
     """The suite's way of asking again, when it has one (see RetryPlan)."""
+    cache: CacheHint | None = field(default=None, compare=False)
+    """Which calls share a prefix with this one, for the provider's prompt cache
+    (prompt_cache.py): how it is sent, never part of the key."""
 
     @classmethod
     def build(cls, role: ModelRole, messages: Iterable[tuple[str, Content]], *,
               sample_index: int = 0, extra: dict[str, Any] | None = None,
-              retry: RetryPlan | None = None) -> "ChatRequest":
+              retry: RetryPlan | None = None,
+              cache: CacheHint | None = None) -> "ChatRequest":
         gen = role.generation
         params: dict[str, Any] = {}
         if gen.max_tokens is not None:
@@ -156,7 +161,7 @@ class ChatRequest:
                          (("revision", role.revision),
                           ("endpoint_fingerprint", role.endpoint_fingerprint)) if value)
         return cls(role.model, effective_endpoint(role.model, role.api_base), tuple(messages),
-                   tuple(sorted(params.items())), sample_index, identity, retry)
+                   tuple(sorted(params.items())), sample_index, identity, retry, cache)
 
     @property
     def estimated_prompt_tokens(self) -> int:
@@ -188,6 +193,10 @@ class ChatOutcome:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cache_read_tokens: int = 0
+    """Of prompt_tokens, read from the provider's prompt cache (billing.py)."""
+    cache_write_tokens: int = 0
+    """Of prompt_tokens, written to the provider's prompt cache."""
     latency_s: float | None = None
     attempts: int = 0
     from_cache: bool = False
@@ -213,7 +222,13 @@ class ChatOutcome:
                 "latency_s": self.latency_s, "attempts": self.attempts,
                 "served_model": self.served_model, "system_fingerprint": self.system_fingerprint,
                 "litellm_version": self.litellm_version,
-                **({"refusal": self.refusal} if self.refusal else {})}
+                **({"refusal": self.refusal} if self.refusal else {}),
+                # Only when the provider's cache served or stored part of the prompt: a
+                # record without them (every record stored before) read none.
+                **({"cache_read_tokens": self.cache_read_tokens}
+                   if self.cache_read_tokens else {}),
+                **({"cache_write_tokens": self.cache_write_tokens}
+                   if self.cache_write_tokens else {})}
 
     @property
     def final(self) -> bool:
@@ -232,6 +247,8 @@ class ChatOutcome:
                    finish_reason=record.get("finish_reason"), error=message,
                    prompt_tokens=record.get("prompt_tokens"),
                    completion_tokens=record.get("completion_tokens"),
+                   cache_read_tokens=record.get("cache_read_tokens") or 0,
+                   cache_write_tokens=record.get("cache_write_tokens") or 0,
                    latency_s=record.get("latency_s"), attempts=record.get("attempts", 0),
                    served_model=record.get("served_model"),
                    system_fingerprint=record.get("system_fingerprint"),

@@ -14,10 +14,12 @@ from importlib import metadata
 from typing import Any, Awaitable, Callable
 
 from . import litellm_costs
+from .billing import cache_tokens_of
 from . import structured_output as formats
 from .call_health import Breaker, CallStats, paying
 from .chat import ChatOutcome, ChatRequest, api_key_for, context_cut_message, reply_status
 from .content import wire_content
+from .prompt_cache import with_hints
 from .provider_errors import AttemptFailed, classify
 from ..common.errors import EndpointDown, ProviderRejected
 from ..config.endpoints import split_credentials
@@ -77,16 +79,20 @@ class HttpAttempts:
             functools.partial(self._batched, request.key)
         # A batched call is not waited for when the database is lost: its batch stays recorded
         # and its answer at the provider, for the next run to read.
+        messages, hints = with_hints(
+            request.model, self.role.api_base,
+            [{"role": role, "content": wire_content(content)} for role, content in request.messages],
+            list(request.messages), request.cache, self.runtime.prompt_cache,
+            batched=self._batched is not None)
         with litellm_costs.priced_per_stage(), \
                 paying() if self._batched is None else contextlib.nullcontext():
             response = await completion(
-                model=request.model,
-                messages=[{"role": role, "content": wire_content(content)}
-                          for role, content in request.messages],
-                timeout=self._timeout, max_retries=0, **kwargs)
+                model=request.model, messages=messages,
+                timeout=self._timeout, max_retries=0, **kwargs, **hints)
         usage = getattr(response, "usage", None)
         self.stats.paid_prompt_tokens += getattr(usage, "prompt_tokens", None) or 0
         self.stats.paid_completion_tokens += getattr(usage, "completion_tokens", None) or 0
+        self.stats.count_cache(*cache_tokens_of(usage))
         if self._token_pacer is not None:
             await self._token_pacer.settle((getattr(usage, "total_tokens", None) or 0) - estimate)
         return response, time.monotonic() - started
@@ -172,6 +178,7 @@ class HttpAttempts:
         choice = response.choices[0]
         message = choice.message
         usage = getattr(response, "usage", None)
+        cache_read, cache_write = cache_tokens_of(usage)
         status, why = reply_status(message.content, choice.finish_reason,
                                    getattr(message, "refusal", None),
                                    max_tokens=dict(request.params).get("max_tokens"),
@@ -182,6 +189,7 @@ class HttpAttempts:
             finish_reason=choice.finish_reason,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
+            cache_read_tokens=cache_read, cache_write_tokens=cache_write,
             latency_s=round(latency, 4), attempts=attempt,
             served_model=getattr(response, "model", None),
             system_fingerprint=getattr(response, "system_fingerprint", None),

@@ -26,6 +26,7 @@ from ..cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest
 from . import structured_output as formats
 from . import litellm_costs
+from .prompt_cache import FirstOfGroup
 from .call_health import Breaker, CallStats, paying
 from .http_attempts import LITELLM_VERSION, HttpAttempts
 from ..common.errors import DatabaseLost, EndpointDown
@@ -79,6 +80,8 @@ class ChatClient(HttpAttempts):
         self._timeout = runtime.call_timeout(role.generation.max_tokens)
         self._replace: set[str] = set()
         self._leases = HeldLeases(self.calls, runtime.lease_ttl_s)
+        self._first_of_group = FirstOfGroup()
+        """Not in batches: there a call waits its batch out anyway."""
 
     async def cached(self, request: ChatRequest) -> bool:
         return await self.calls.get(request.key) is not None
@@ -139,10 +142,16 @@ class ChatClient(HttpAttempts):
             look = not self.refresh
         self._leases.hold(request.key)  # renewed for as long as it is held
         released = False
+        first = None
         try:
+            first = await self._first_of_group.wait_for_first(
+                request.cache if self.runtime.prompt_cache == "auto" and self._batched is None
+                else None)
             outcome, released = await self._call_uncached(request, accept)
             return outcome
         finally:
+            if first is not None:
+                first.set()
             await self._leases.let_go(request.key, released=released)
 
     async def _store(self, request: ChatRequest, outcome: ChatOutcome,

@@ -16,6 +16,19 @@ __all__ = ["called_roles", "check_access", "check_vision", "lookup_calls", "make
            "stage_states"]
 
 
+def worth_line(model: str, frame: pl.DataFrame) -> str:
+    """What a stage's stored rows cost when they were made, as the provider billed them."""
+    from ..providers.billing import Tokens, billed_cost
+
+    tokens = Tokens(*(int(frame[column].fill_null(0).sum()) if column in frame.columns else 0
+                      for column in ("prompt_tokens", "completion_tokens", "cache_read_tokens",
+                                     "cache_write_tokens")))
+    cost = billed_cost(model, tokens)
+    return (f"{'':<13} worth {f'${cost:.4f}' if cost is not None else 'unknown'} as billed: "
+            f"{tokens.prompt} prompt ({tokens.cache_read} cached) + {tokens.completion} "
+            "completion tokens")
+
+
 def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
                  generation_prompts: Prompts, judge_prompts: Prompts) -> list[str]:
     """One line per stage: stored or not, complete or not, error rows."""
@@ -44,6 +57,10 @@ def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
                            + (f", {lost['refused']} refused" if lost.get("refused") else ""))
             lines.append(f"{stage:<13} {spec.key[:12]}  stored, {frame.height} rows, "
                          f"{counted}, {state}")
+            role = {names.responses: settings.model_under_test,
+                    names.judgments: settings.judge}.get(stage)
+            if role is not None and "prompt_tokens" in frame.columns:
+                lines.append(worth_line(role.model, frame))
         if stage == names.responses:
             spec = judgments_spec(suite, settings, spec.key, judge_prompts)
         elif stage == names.judgments:

@@ -10,10 +10,9 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from ..batches.pricing import batch_cost
 from ..batches.roles import batched
 from ..config.settings import RunSettings
-from ..providers.llm import estimated_cost
+from ..providers.billing import Tokens, billed_cost, list_cost
 from .pipeline import StageReport, open_store, suite_of
 from .run_records import record_name
 
@@ -31,42 +30,65 @@ def package_versions() -> dict[str, str]:
     return found
 
 
+def _column_sum(frame: pl.DataFrame, column: str) -> int:
+    """A token column's sum; 0 for a table stored before the column existed."""
+    return int(frame[column].fill_null(0).sum()) if column in frame.columns else 0
+
+
+def _dollars(cost: float | None) -> float | str:
+    return cost if cost is not None else "unknown"
+
+
 def usage_and_cost(settings: RunSettings, responses: pl.DataFrame, judgments: pl.DataFrame,
                    reports: Iterable[StageReport] = ()) -> dict[str, Any]:
-    """Per role, two different sums, each with its estimated dollars from litellm's price map
-    (or "unknown"):
+    """Per role, two different sums, each with its dollars as the provider bills them, from
+    litellm's price map (or "unknown"): prompt tokens the provider's cache read or wrote at
+    their own prices (providers/billing.py), the role's batch price when it runs in batches.
 
-    - `prompt_tokens`, `completion_tokens`, `estimated_cost_usd`: what the results in the stage
-      tables cost when they were made (cached answers included), their value;
+    - `prompt_tokens`, `completion_tokens`, `cache_read_tokens`, `cache_write_tokens`,
+      `estimated_cost_usd`: what the results in the stage tables cost when they were made
+      (cached answers included), their value;
     - `paid_*`: what this run paid: every reply the provider sent in this run, judge replies
       asked again included. A run answered wholly from the cache paid $0.
+      `paid_list_cost_usd` is the same tokens with every prompt token at the input price.
     """
     stages = suite_of(settings).stages
     table = {stages.responses: "responses", stages.judgments: "judgments"}
-    paid = {"responses": [0, 0], "judgments": [0, 0]}
+    paid = {"responses": Tokens(), "judgments": Tokens()}
     for report in reports:
         if report.stage in table and not report.reused:
-            paid[table[report.stage]][0] += report.calls.get("paid_prompt_tokens", 0)
-            paid[table[report.stage]][1] += report.calls.get("paid_completion_tokens", 0)
+            paid[table[report.stage]] += Tokens(
+                report.calls.get("paid_prompt_tokens", 0),
+                report.calls.get("paid_completion_tokens", 0),
+                report.calls.get("paid_cache_read_tokens", 0),
+                report.calls.get("paid_cache_write_tokens", 0))
     usage = {}
     roles = [("model_under_test", responses, settings.model_under_test.model, "responses")]
     if settings.judge is not None:
         roles.append(("judge", judgments, settings.judge.model, "judgments"))
     for role, frame, name, stage in roles:
-        prompt = int(frame["prompt_tokens"].fill_null(0).sum())
-        completion = int(frame["completion_tokens"].fill_null(0).sum())
-        cost = estimated_cost(name, prompt, completion)
-        paid_prompt, paid_completion = paid[stage]
+        made = Tokens(*(_column_sum(frame, column) for column in (
+            "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")))
+        cost = billed_cost(name, made)
+        spent = paid[stage]
         role_settings = settings.judge if role == "judge" else settings.model_under_test
         batch_price = batched(role_settings) if role_settings is not None else False
-        paid_cost = (batch_cost(name, paid_prompt, paid_completion) if batch_price else
-                     estimated_cost(name, paid_prompt, paid_completion)) \
-            if paid_prompt or paid_completion else 0.0
-        usage[role] = {"model": name, "prompt_tokens": prompt, "completion_tokens": completion,
-                       "estimated_cost_usd": cost if cost is not None else "unknown",
-                       "paid_prompt_tokens": paid_prompt,
-                       "paid_completion_tokens": paid_completion,
-                       "paid_cost_usd": paid_cost if paid_cost is not None else "unknown",
+        if spent.prompt or spent.completion:
+            paid_cost = billed_cost(name, spent, batch=batch_price)
+            paid_list = list_cost(name, spent, batch=batch_price)
+        else:
+            paid_cost = paid_list = 0.0
+        usage[role] = {"model": name, "prompt_tokens": made.prompt,
+                       "completion_tokens": made.completion,
+                       "cache_read_tokens": made.cache_read,
+                       "cache_write_tokens": made.cache_write,
+                       "estimated_cost_usd": _dollars(cost),
+                       "paid_prompt_tokens": spent.prompt,
+                       "paid_completion_tokens": spent.completion,
+                       "paid_cache_read_tokens": spent.cache_read,
+                       "paid_cache_write_tokens": spent.cache_write,
+                       "paid_cost_usd": _dollars(paid_cost),
+                       "paid_list_cost_usd": _dollars(paid_list),
                        **({"paid_at": "batch prices"} if batch_price else {})}
     return usage
 

@@ -144,6 +144,9 @@ class SweepConfig(BaseModel):
     batch_poll: float = Field(
         default=30.0, gt=0, description="Seconds between the first two looks at a batch's "
                                         "state, growing by half each time up to 10 minutes.")
+    prompt_cache: Literal["auto", "off"] = Field(
+        default="auto", description="Ask providers' prompt caches to keep what later calls "
+                                    "share (--prompt-cache); off: send no hint.")
     deployment_timeout: float = Field(
         default=600.0, gt=0, description="Seconds a pair's run may wait in a work queue that no "
                                          "worker polls before it is cancelled and fails.")
@@ -211,7 +214,8 @@ class SweepConfig(BaseModel):
             out=str(out / f"{safe_name(model.model)}__"
                     f"{safe_name(judge.model if judge else RULES)}") if out else None,
             runtime=RuntimeOptions(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm,
-                                   batch_poll_s=self.batch_poll))
+                                   batch_poll_s=self.batch_poll,
+                                   prompt_cache=self.prompt_cache))
             for model in self.models for judge in judges]
         # The variant (the multimodal suite's mode, hint, reference; the video suite's parts)
         # is named in each run's folder, as in its title.

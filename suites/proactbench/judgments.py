@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ...providers.prompt_cache import CacheHint
 from ...providers.chat import ChatOutcome, ChatRequest
 from .corpus import Rubric
 from .judge import EvaluationResult, JudgeReply
@@ -52,8 +53,10 @@ def judge_request(trigger: dict[str, Any], response: str, role: ModelRole, promp
     messages = [("system", prompt.text),
                 ("user", judge_user_message(trigger["turn"], rubric, history))]
     fmt = _RESPONSE_FORMATS[response_format]
+    # Every call on this template sends its system prompt first: the prompt cache's prefix.
     return ChatRequest.build(role, messages, sample_index=sample_index,
-                             extra={"response_format": fmt} if fmt else None)
+                             extra={"response_format": fmt} if fmt else None,
+                             cache=CacheHint(f"judge:{prompt.sha256[:16]}"))
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
@@ -123,6 +126,8 @@ def judgment_row(response: dict[str, Any], outcome: ChatOutcome | None, role: Mo
         return _row(response, role, prompt, status=status, message=response["message"])
     common = dict(prompt_tokens=outcome.prompt_tokens,
                   completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
+                  cache_read_tokens=outcome.cache_read_tokens,
+                  cache_write_tokens=outcome.cache_write_tokens,
                   attempts=outcome.attempts, request_key=outcome.request_key,
                   served_model=outcome.served_model,
                   system_fingerprint=outcome.system_fingerprint,

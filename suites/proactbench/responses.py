@@ -7,6 +7,7 @@ from typing import Any
 import polars as pl
 
 from ...providers.chat import ChatOutcome, ChatRequest
+from ...providers.prompt_cache import CacheHint
 from .tables import ResponseRow
 from ...config.settings import ModelRole
 
@@ -16,11 +17,15 @@ VERSION = 2
 
 def response_request(trigger: dict[str, Any], role: ModelRole,
                      sample_index: int = 0) -> ChatRequest:
-    """The exact call for one trigger: optional system prompt, then the trigger's context."""
+    """The exact call for one trigger: optional system prompt, then the trigger's context. The
+    dialogue's later triggers send all of it again, then more: a prefix for the provider's
+    prompt cache."""
     messages = [(m["role"], m["content"]) for m in trigger["context"]]
     if role.generation.system_prompt:
         messages.insert(0, ("system", role.generation.system_prompt))
-    return ChatRequest.build(role, messages, sample_index=sample_index)
+    return ChatRequest.build(role, messages, sample_index=sample_index,
+                             cache=CacheHint(f"dialogue:{trigger['unique_id_eval']}",
+                                             shared=len(messages)))
 
 
 def planned_requests(triggers: pl.DataFrame, role: ModelRole, samples: int = 1):
@@ -47,6 +52,8 @@ def response_row(trigger: dict[str, Any], outcome: ChatOutcome | None, role: Mod
         response=outcome.content if outcome.status != "error" else None,
         finish_reason=outcome.finish_reason, prompt_tokens=outcome.prompt_tokens,
         completion_tokens=outcome.completion_tokens, latency_s=outcome.latency_s,
+        cache_read_tokens=outcome.cache_read_tokens,
+        cache_write_tokens=outcome.cache_write_tokens,
         attempts=outcome.attempts, request_key=outcome.request_key,
         served_model=outcome.served_model, system_fingerprint=outcome.system_fingerprint,
         litellm_version=outcome.litellm_version)

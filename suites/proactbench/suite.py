@@ -67,6 +67,9 @@ class ProactBench(Suite):
     def responses_key_settings(self, settings: RunSettings, prompts: Prompts) -> dict[str, Any]:
         return {}  # the optional system prompt is part of the role's own key material
 
+    def prefix_group(self, sample: dict[str, Any]) -> str | None:
+        return sample["unique_id_eval"]  # a dialogue's later triggers resend the earlier ones
+
     def generation_request(self, sample: dict[str, Any], earlier: list[Step],
                            role: ModelRole, prompts: Prompts, sample_index: int
                            ) -> ChatRequest | None:

@@ -78,6 +78,11 @@ class ResponseRow(BaseModel):
     finish_reason: str | None = Field(description="Provider finish reason, e.g. stop, length.")
     prompt_tokens: int | None = Field(description="Prompt tokens reported by the provider.")
     completion_tokens: int | None = Field(description="Completion tokens reported.")
+    cache_read_tokens: int | None = Field(
+        default=None, description="Of prompt_tokens, read from the provider's prompt cache "
+                                  "(billed at its cache price; None: no call, or stored before).")
+    cache_write_tokens: int | None = Field(
+        default=None, description="Of prompt_tokens, written to the provider's prompt cache.")
     latency_s: float | None = Field(description="Wall time of the successful call, seconds.")
     attempts: int = Field(description="HTTP attempts the call took (0 when not called).")
     request_key: str | None = Field(description="Key of the call in the per-call cache.")
@@ -115,6 +120,10 @@ class JudgmentRow(BaseModel):
         description="Whether the evidence occurs in the response (whitespace-normalised).")
     message: str | None = Field(description="Error message or reason when not scored.")
     prompt_tokens: int | None = Field(description="Judge prompt tokens.")
+    cache_read_tokens: int | None = Field(
+        default=None, description="Of prompt_tokens, read from the provider's prompt cache.")
+    cache_write_tokens: int | None = Field(
+        default=None, description="Of prompt_tokens, written to the provider's prompt cache.")
     completion_tokens: int | None = Field(description="Judge completion tokens.")
     latency_s: float | None = Field(description="Wall time of the successful judge call.")
     attempts: int = Field(description="Judge calls made for this row, retries included.")
