@@ -36,9 +36,13 @@ class SuiteEvaluation:
 
 
 def suite_evaluation(suite: "Suite", store: ArtifactStore, key: str) -> SuiteEvaluation | None:
-    """The evaluation of one judgments artifact of `suite`; None when it holds no row."""
-    artifact = store.get_by_key(suite.stages.judgments, key)
-    frame = artifact.frame()
+    """The evaluation of one judgments artifact of `suite`; None when it holds no row, or is
+    gone (removed, or moved aside as unreadable: the store said so in one line)."""
+    try:
+        artifact = store.get_by_key(suite.stages.judgments, key)
+        frame = artifact.frame()
+    except FileNotFoundError:
+        return None
     if frame.is_empty():
         return None
     first = frame.row(0, named=True)
