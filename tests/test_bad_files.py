@@ -30,7 +30,6 @@ def said(text: str, words: str) -> list[str]:
     return [line for line in text.splitlines() if words in line]
 
 
-@pytest.mark.usefixtures("prefect_server")
 def test_a_truncated_artifact_is_moved_aside_and_built_again(fake, store, tmp_path, capsys):
     limit = ("--limit", "2")
     for judge in ("openai/judge", "openai/judge2"):
@@ -65,7 +64,8 @@ def test_a_truncated_artifact_is_moved_aside_and_built_again(fake, store, tmp_pa
     assert "Traceback" not in report.out + report.err
     assert len(said(report.out + report.err, "cannot be read")) == 1
     truncate(truncate_next[0])
-    code = run_cli("view", ["--store", str(store), "--out", str(tmp_path / "viewer")])
+    code = run_cli("view", ["--store", str(store), "--out", str(tmp_path / "viewer"),
+                           "--no-open"])
     view = capsys.readouterr()
     assert "Traceback" not in view.out + view.err
     assert len(said(view.out + view.err, "cannot be read")) == 1
@@ -127,7 +127,6 @@ def test_a_bad_night_is_set_aside_and_the_history_shows_the_gap(tmp_path, capsys
     assert "set aside" in (tmp_path / "h" / "history.html").read_text()
 
 
-@pytest.mark.usefixtures("prefect_server")
 def test_a_labelled_run_after_a_truncated_night_compares_with_the_older_one(
         fake, tmp_path, capsys, monkeypatch):
     model = NightlyModel()
