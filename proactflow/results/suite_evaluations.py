@@ -36,13 +36,9 @@ class SuiteEvaluation:
 
 
 def suite_evaluation(suite: "Suite", store: ArtifactStore, key: str) -> SuiteEvaluation | None:
-    """The evaluation of one judgments artifact of `suite`; None when it holds no row, or is
-    gone (removed, or moved aside as unreadable: the store said so in one line)."""
-    try:
-        artifact = store.get_by_key(suite.stages.judgments, key)
-        frame = artifact.frame()
-    except FileNotFoundError:
-        return None
+    """The evaluation of one judgments artifact of `suite`; None when it holds no row."""
+    artifact = store.get_by_key(suite.stages.judgments, key)
+    frame = artifact.frame()
     if frame.is_empty():
         return None
     first = frame.row(0, named=True)
@@ -67,7 +63,10 @@ def suite_evaluations(store: ArtifactStore, *, runs: list[str] | None = None,
         for key in sorted(store.keys(suite.stages.judgments)):
             if wanted is not None and key not in wanted:
                 continue
-            evaluation = suite_evaluation(suite, store, key)
+            try:
+                evaluation = suite_evaluation(suite, store, key)
+            except FileNotFoundError:  # moved aside as unreadable meanwhile (said in one line)
+                continue
             if evaluation is None or (not evaluation.complete and not include_incomplete):
                 continue
             if models and evaluation.model not in models:
