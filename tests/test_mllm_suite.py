@@ -209,7 +209,9 @@ def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_
         assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
                                "3", "--store", str(store)]) == 1
         asked = [request_identity(r) for r in fake.requests if r["model"] == "wrong"]
-        assert len(asked) == 3 * 8  # three tries for each of QD's 8 samples
+        # Three tries for each judge request of QD's 8 samples; two samples whose judge request
+        # is the same one pay for it once (the second reads the attempts the first kept).
+        assert len(asked) == 3 * len(set(asked)) == 3 * 7
         last = capsys.readouterr().err.strip().splitlines()[-1]
         assert "nothing scored" in last and "--judge-attempts" in last
         fake.reset_counts()
@@ -218,7 +220,7 @@ def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_
         assert fake.calls["wrong"] == 0  # every attempt read from the store
         assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
                                "4", "--store", str(store)]) == 1
-        assert fake.calls["wrong"] == 8  # one more try each, as the last line said
+        assert fake.calls["wrong"] == len(set(asked))  # one more try each, as the line said
 
 
 @pytest.mark.parametrize("flags, message", [
