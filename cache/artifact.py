@@ -5,9 +5,12 @@ records its key material and completeness. artifacts.py decides where each versi
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -18,12 +21,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .keys import canonical_json, content_key
-from .storage import Entry, Storage
+from .storage import Entry, Storage, write_temporary
 
 KEY_METADATA = b"proactflow.key_material"
 COMPLETE_METADATA = b"proactflow.complete"
 AFTER_METADATA = b"proactflow.after_version"
 """In an incomplete output: the newest complete version when it was written."""
+
+QUARANTINE = "quarantine"
+"""Where an artifact file that cannot be read is moved aside, under the store root:
+`quarantine/<when>/<its name>` (kept for a person to look at; gc never reads it)."""
+
+log = logging.getLogger("proactflow.store")
 
 _storages: dict[tuple[int, str], Storage] = {}
 _storages_lock = threading.Lock()
@@ -94,10 +103,13 @@ class Artifact:
 
     def rows_if_stored(self) -> pl.DataFrame | None:
         """Its rows, or None when it is gone (`proactflow gc` removed it after a run chose to
-        reuse it: the run computes it again)."""
+        reuse it) or cannot be read (moved aside): the run computes it again."""
         try:
             return self.frame()
         except FileNotFoundError:
+            return None
+        except pa.ArrowInvalid as exc:
+            quarantine(storage_for(self.store), self.name, exc)
             return None
 
     def still_stored(self) -> bool:
@@ -144,11 +156,35 @@ class StoredKey:
         return max(entry.modified for entry in self.files)
 
 
+class UnreadableArtifact(ValueError):
+    """An artifact file whose Parquet cannot be read (truncated, overwritten): `name`."""
+
+    def __init__(self, name: str, why: BaseException):
+        super().__init__(f"{name}: {why}")
+        self.name = name
+        self.why = why
+
+
 def read_metadata(storage: Storage, name: str) -> dict[bytes, bytes]:
-    if storage.local_root is not None:
-        return pq.read_schema(storage.local_root / name).metadata or {}
-    with storage.errors(), storage.open_input(name) as handle:
-        return pq.read_schema(handle).metadata or {}
+    """Its footer's metadata; UnreadableArtifact when the file is not whole Parquet."""
+    try:
+        if storage.local_root is not None:
+            return pq.read_schema(storage.local_root / name).metadata or {}
+        with storage.errors(), storage.open_input(name) as handle:
+            return pq.read_schema(handle).metadata or {}
+    except pa.ArrowInvalid as exc:
+        raise UnreadableArtifact(name, exc) from None
+
+
+def quarantine(storage: Storage, name: str, why: BaseException) -> None:
+    """Move an unreadable artifact file aside, with one warning line naming it: its key is then
+    absent, so a run builds the stage again (from the per-call cache: no call is paid again)
+    and readers skip it."""
+    target = f"{QUARANTINE}/{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}/{name}"
+    if storage.move(name, target):
+        reason = str(why).split(". ")[0].rstrip(".")
+        log.warning("%s cannot be read (%s): moved aside to %s; a run builds it again",
+                    storage.location(name), reason, storage.location(target))
 
 
 def encode(spec: ArtifactSpec, table: pa.Table, complete: bool, after: int | None) -> bytes:
@@ -160,3 +196,20 @@ def encode(spec: ArtifactSpec, table: pa.Table, complete: bool, after: int | Non
     buffer = pa.BufferOutputStream()
     pq.write_table(table.replace_schema_metadata(metadata), buffer, compression="zstd")
     return buffer.getvalue().to_pybytes()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write bytes to a local file (exports, reports) so that `path` holds either the old
+    content or all of the new."""
+    tmp = write_temporary(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_parquet_atomic(path: Path, frame: pl.DataFrame) -> None:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    write_atomic(path, buffer.getvalue())

@@ -25,22 +25,21 @@ after it (a refresh whose calls partly failed: the next run recomputes it, as be
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..common.errors import UserError
 from .artifact import (AFTER_METADATA, COMPLETE_METADATA, KEY_METADATA, Artifact, ArtifactSpec,
-                       StoredKey, encode, read_metadata, storage_for)
+                       StoredKey, UnreadableArtifact, encode, quarantine, read_metadata,
+                       storage_for, write_atomic, write_parquet_atomic)
 from .keys import content_key
-from .storage import Entry, write_temporary
+from .storage import Entry
 
 __all__ = ["Artifact", "ArtifactSpec", "ArtifactStore", "StoredKey", "storage_for",
            "write_atomic", "write_parquet_atomic"]
@@ -131,7 +130,18 @@ class ArtifactStore:
 
     def current(self, found: StoredKey) -> Artifact | None:
         """The output a reader gets for a key: its newest complete version, or the incomplete
-        one when that was written after it (or nothing else exists)."""
+        one when that was written after it (or nothing else exists). A file of it that cannot
+        be read is moved aside (artifact.quarantine) and the key read without it."""
+        while True:
+            try:
+                return self._current(found)
+            except UnreadableArtifact as bad:
+                quarantine(self._storage, bad.name, bad.why)
+                found.versions = {n: e for n, e in found.versions.items() if e.name != bad.name}
+                if found.incomplete is not None and found.incomplete.name == bad.name:
+                    found.incomplete = None
+
+    def _current(self, found: StoredKey) -> Artifact | None:
         latest = max(found.versions, default=0)
         if found.incomplete is not None and (
                 not latest or int(read_metadata(self._storage, found.incomplete.name)
@@ -142,8 +152,9 @@ class ArtifactStore:
         name = found.versions[latest].name
         # Only version 1 can be incomplete: a store written before complete outputs were
         # kept apart held both kinds there.
-        complete = latest > 1 or read_metadata(self._storage, name).get(
-            COMPLETE_METADATA, b"true") == b"true"
+        # The footer is read for every version: a file that is not whole Parquet shows here.
+        complete = read_metadata(self._storage, name).get(
+            COMPLETE_METADATA, b"true") == b"true" or latest > 1
         return self._artifact(found.stage, found.key, name, latest, complete)
 
     def _artifact(self, stage: str, key: str, name: str, version: int, complete: bool
@@ -281,19 +292,3 @@ class ArtifactStore:
     def write_input(self, relative: str, data: bytes) -> None:
         self._storage.replace(f"inputs/{relative}", data)
 
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes to a local file (exports, reports) so that `path` holds either the old
-    content or all of the new."""
-    tmp = write_temporary(path, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_parquet_atomic(path: Path, frame: pl.DataFrame) -> None:
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer)
-    write_atomic(path, buffer.getvalue())

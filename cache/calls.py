@@ -1,8 +1,9 @@
 """Per-call response cache: every successful LLM call, keyed by the exact request.
 
-An interrupted stage resumes from here without repeating a finished call. Only successes are
-stored; a failed call or a judge reply that did not validate is never written, so it is retried on
-the next run. diskcache is SQLite underneath: safe for several processes sharing one store.
+An interrupted stage resumes from here without repeating a finished call. Every reply paid for is
+stored: an answer under its request's key, a reply that could not be used (a judge's invalid
+verdict) as an attempt of its request (proactflow/providers/attempts.py); a failed call, which
+brought no reply, is never written, so it is retried on the next run. diskcache is SQLite underneath: safe for several processes sharing one store.
 
 Leases keep two runs on one store from paying twice for the same call: a process claims a request
 before calling, looks in the cache once more (the previous holder may have just finished), and

@@ -187,6 +187,26 @@ class Storage:
             except FileNotFoundError:
                 pass
 
+    def move(self, name: str, target: str) -> bool:
+        """Move `name` to `target` (both relative to the root): a rename in a folder, a copy
+        then a delete on object storage. False when `name` is gone already (another process
+        moved it)."""
+        if self.local_root is not None:
+            destination = self.local_root / target
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.replace(self.local_root / name, destination)
+            except FileNotFoundError:
+                return False
+            return True
+        with self.errors():
+            try:
+                self.fs.copy(self._full(name), self._full(target))
+            except FileNotFoundError:
+                return False
+            self.remove(name)
+        return True
+
     def touch(self, name: str) -> None:
         """Mark a local file as just used (its time); object storage cannot change an object's
         time without rewriting it, so callers keep a marker there instead."""

@@ -3,6 +3,8 @@
     python call_worker.py hold SPEC KEY          claim KEY, say "claimed", then sleep until killed
     python call_worker.py call SPEC URL TEXT     say "ready", wait for a line, make one call
                                                  through a ChatClient, print its outcome (JSON)
+    python call_worker.py judge SPEC URL TEXT N  as `call`, with a parser that rejects every reply,
+                                                 asked up to N times (judge_parse_attempts)
     python call_worker.py free SPEC TARGET N    say "ready"; for each line read, say how many of
                                                  the N in-flight slots of TARGET it can take now,
                                                  then give them back
@@ -73,6 +75,28 @@ async def call(spec: str, url: str, text: str) -> None:
     outcome = await client.call(request)
     await store.close()
     print(json.dumps({"content": outcome.content, "from_cache": outcome.from_cache}), flush=True)
+
+
+def unreadable(reply: str) -> str:
+    raise ValueError(f"not a verdict: {reply[:20]}")
+
+
+async def judge(spec: str, url: str, text: str, tries: int) -> None:
+    from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
+    from proactflow.providers.llm import ChatClient, ChatRequest
+
+    role = ModelRole(model="openai/m", api_base=url,
+                     generation=Generation(temperature=0.0, max_tokens=16, top_p=None))
+    store = store_for(spec)
+    client = ChatClient(role, store, RuntimeOptions(retry_base_delay_s=0.01,
+                                                    judge_parse_attempts=tries))
+    request = ChatRequest.build(role, [("user", text)])
+    await store.get(request.key)
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    outcome = await client.call(request, unreadable)
+    await store.close()
+    print(json.dumps({"status": outcome.status, "error": outcome.error}), flush=True)
 
 
 async def free(spec: str, target: str, count: int) -> None:
@@ -165,6 +189,8 @@ if __name__ == "__main__":
         asyncio.run(grab(rest[0], rest[1], int(rest[2])))
     elif mode == "free":
         asyncio.run(free(rest[0], rest[1], int(rest[2])))
+    elif mode == "judge":
+        asyncio.run(judge(rest[0], rest[1], rest[2], int(rest[3])))
     elif mode == "call":
         asyncio.run(call(rest[0], rest[1], rest[2]))
     else:

@@ -120,10 +120,11 @@ def test_invalid_judge_replies_are_retried_then_recorded_as_errors(fake, store, 
     scores = pl.read_csv(out / "phase_scores.csv").filter(pl.col("phase") == "OVERALL")
     assert (scores["evaluated"][0], scores["judge_errors"][0]) == (0, 6)
     fake.reset_counts()
-    # Invalid replies were never cached: the next run asks again.
+    # Invalid replies were kept as attempts: the next run, at the default four tries, asks
+    # only the fourth of each.
     assert run_cli("rejudge", cli_args(fake, store, judge_model="openai/broken",
                                        extra=limit)) == 1
-    assert fake.calls["broken"] == 6 * 4  # the default: four tries
+    assert fake.calls["broken"] == 6 * 1
 
 
 def test_rejected_credentials_stop_the_run_at_once(fake, store, capsys):

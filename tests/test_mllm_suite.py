@@ -201,20 +201,26 @@ def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_
             pl.col("dataset") == "QD").row(0, named=True)
         assert (metrics["scored"], metrics["judge_errors"]) == (8, 0)
         # A judge that never gives the right length: asked as --judge-attempts says, then a
-        # judge_error that the next run asks again (the last line says so, truthfully).
+        # judge_error; its replies are kept as attempts, which the next run reads (the last
+        # line says how to ask again, truthfully).
         fake.reset_counts()
         store = tmp_path / "s2"
         capsys.readouterr()
         assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
                                "3", "--store", str(store)]) == 1
         asked = [request_identity(r) for r in fake.requests if r["model"] == "wrong"]
-        assert len(asked) == 3 * 8  # three tries for each of QD's 8 samples
+        # Three tries for each judge request of QD's 8 samples; two samples whose judge request
+        # is the same one pay for it once (the second reads the attempts the first kept).
+        assert len(asked) == 3 * len(set(asked)) == 3 * 7
         last = capsys.readouterr().err.strip().splitlines()[-1]
-        assert "nothing scored" in last and "a re-run retries only those" in last
+        assert "nothing scored" in last and "--judge-attempts" in last
         fake.reset_counts()
         assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
                                "3", "--store", str(store)]) == 1
-        assert fake.calls["wrong"] == len(asked)  # asked again, as the last line said
+        assert fake.calls["wrong"] == 0  # every attempt read from the store
+        assert run_cli("run", [*args, "--judge-model", "openai/wrong", "--judge-attempts",
+                               "4", "--store", str(store)]) == 1
+        assert fake.calls["wrong"] == len(set(asked))  # one more try each, as the line said
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -311,3 +311,32 @@ def test_a_refresh_is_a_new_version_that_later_runs_read(fake, store, tmp_path):
     scored = pl.read_csv(tmp_path / "out" / "phase_scores.csv")
     assert scored.equals(artifacts.get_by_key("phase_scores", first["phase_scores"]).frame()
                          .select(scored.columns).cast(scored.schema))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_unreadable_artifact_is_moved_aside_on_both_backends(location, version, caplog):
+    """A truncated Parquet file (of the first version, or of a refresh's) is moved to
+    quarantine/ with one warning line naming it; its key then reads as absent (the run builds
+    it again) and a new output of it is stored whole."""
+    store = ArtifactStore(location, refreshing=["judgments"] if version > 1 else [])
+    spec = ArtifactSpec("judgments", 1, {}, {"tag": "damaged"})
+    for _ in range(version):
+        written = store.put(spec, pa.table({"x": [1, 2, 3]}))
+    assert written.version == version
+    storage = storage_for(location)
+    whole = storage.read(written.name)
+    storage.replace(written.name, whole[: len(whole) // 2])
+    with caplog.at_level(logging.WARNING, logger="proactflow.store"):
+        found = store.get(spec)
+    lines = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(lines) == 1 and storage.location(written.name) in lines[0]
+    assert "Parquet magic bytes not found in footer" in lines[0] and "\n" not in lines[0]
+    moved = storage.files("quarantine")
+    assert [entry.name.split("/", 2)[2] for entry in moved] == [written.name]
+    assert raw_bytes(storage.location(moved[0].name)) == whole[: len(whole) // 2]
+    if version == 1:
+        assert found is None
+    else:  # the version before it is whole: served until the stage is built again
+        assert found is not None and found.version == 1
+    again = ArtifactStore(location, refreshing=["judgments"]).put(spec, pa.table({"x": [4]}))
+    assert again.frame()["x"].to_list() == [4]

@@ -65,6 +65,8 @@ def widest_groups(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def history_command(args: argparse.Namespace) -> int:
+    import polars as pl
+
     from ..cache.artifacts import ArtifactStore
     from ..results.history import read_nights
     from ..results.history_compare import with_comparisons
@@ -85,7 +87,11 @@ def history_command(args: argparse.Namespace) -> int:
                         "selection: run 'proactflow sweep' first")
     table = history_table(nights)
     findings = with_comparisons(store, Path(args.out), all_findings(nights))
-    for row in widest_groups(table).iter_rows(named=True):
+    for night in nights:
+        if night.set_aside:
+            print(f"{night.date}  {night.suite or night.series}  night set aside: "
+                  f"{night.set_aside} ({night.location})")
+    for row in widest_groups(table.filter(pl.col("set_aside").is_null())).iter_rows(named=True):
         interval = f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]" \
             if row["ci_low"] is not None else ""
         score = "-" if row["score"] is None else f"{100 * row['score']:.1f}"

@@ -108,7 +108,7 @@ class RetryPlan:
     check: Callable[[str], None] | None = None
     """Raises ValueError for a reply this request cannot use although the suite's parser reads
     it (e.g. a judge's list of the wrong length for this sample): asked again like an
-    unparsable one, never cached."""
+    unparsable one, and kept as an attempt like it."""
 
     def request_for(self, request: "ChatRequest", attempt: int) -> "ChatRequest":
         if attempt < self.later_from or not self.later_params:

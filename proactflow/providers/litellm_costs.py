@@ -104,3 +104,16 @@ def priced_per_stage() -> Iterator[None]:
         yield
     finally:
         _PER_STAGE.reset(token)
+
+
+def estimated_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """Dollars for these tokens from litellm's bundled price map; None when the model is not in
+    it (local and custom models)."""
+    import litellm
+
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    except Exception:  # litellm raises several types for models it has no price for
+        return None
+    return prompt_cost + completion_cost

@@ -27,6 +27,8 @@ from .chat import ChatOutcome, ChatRequest
 from . import structured_output as formats
 from . import litellm_costs
 from .prompt_cache import FirstOfGroup
+from .litellm_costs import estimated_cost
+from .attempts import keep_attempt, kept_attempts, stored_attempt
 from .call_health import Breaker, CallStats, paying
 from .http_attempts import LITELLM_VERSION, HttpAttempts
 from ..common.errors import DatabaseLost, EndpointDown
@@ -120,7 +122,8 @@ class ChatClient(HttpAttempts):
 
         `accept` parses a reply and raises ValueError when it is unusable: the call is then made
         again (up to `model_parse_attempts` or `judge_parse_attempts` times, as the request's
-        RetryPlan says) and an unusable reply is never cached. Two
+        RetryPlan says); an unusable reply is kept as an attempt (attempts.py), which later
+        calls read instead of paying for it again. Two
         clients needing the same request (two runs on one store) make it once: the first claims
         it, looks in the cache again, calls; the other waits and uses the stored result. The
         look, the claim and the second look are one operation of the store, as are storing
@@ -184,9 +187,17 @@ class ChatClient(HttpAttempts):
                 plan.attempts if plan is not None and plan.attempts else JUDGE_PARSE_ATTEMPTS)
         attempts, last_error = 0, "no reply"
         cut_off: ChatOutcome | None = None
+        kept = {} if accept is None or self.refresh else \
+            await kept_attempts(self.calls, request.key, tries)
+        paid = False
         for attempt in range(tries):
-            asked = plan.request_for(request, attempt) if plan is not None else request
-            outcome = await self._call_adapting(asked)
+            if attempt in kept:  # paid for by an earlier run, or one beside this
+                outcome = stored_attempt(request.key, kept[attempt])
+            else:
+                asked = plan.request_for(request, attempt) if plan is not None else request
+                outcome = await self._call_adapting(asked)
+                paid = True
+            fresh = attempt not in kept
             outcome.request_key = request.key  # the call is the first request, on every try
             attempts += outcome.attempts
             outcome.attempts = attempts
@@ -209,13 +220,19 @@ class ChatClient(HttpAttempts):
                     and plan.ask_again_when_truncated:
                 self.stats.not_answers += 1
                 cut_off, last_error = outcome, outcome.error or "cut off"
+                await keep_attempt(self.calls, self.role.model, outcome, attempt, last_error,
+                                   fresh=fresh, refresh=self.refresh)
                 continue
             if outcome.final:  # the reply filled the context: kept, as a refusal is
                 self.stats.not_answers += 1
                 return await self._store(request, outcome, accept)
             if outcome.status in ("truncated", "blocked"):
-                # Asking again would be cut or blocked the same way: a judge error, not cached.
+                # Asking again would be cut or blocked the same way: a judge error, kept as
+                # an attempt (a re-run reads it; --refresh asks again).
                 self.stats.not_answers += 1
+                await keep_attempt(self.calls, self.role.model, outcome, attempt,
+                                   outcome.error or "", fresh=fresh, refresh=self.refresh)
+                self.stats.cache_hits += not paid
                 return outcome, False
             cut_off = None
             try:
@@ -223,13 +240,16 @@ class ChatClient(HttpAttempts):
                     raise ValueError(outcome.error)
                 outcome.parsed = self._accepted(request, accept, outcome.content or "")
             except ValueError as exc:
-                self.stats.invalid_replies += 1
+                self.stats.invalid_replies += fresh
                 last_error = f"invalid {self.reply_kind} reply: " \
                              f"{str(exc).splitlines()[0][:300]}"
+                await keep_attempt(self.calls, self.role.model, outcome, attempt, last_error,
+                                   fresh=fresh, refresh=self.refresh)
                 continue
             self._count_kept(outcome)
             return await self._store(request, outcome, accept)
-        if cut_off is not None:  # the last try was cut off too: said as such, not cached
+        self.stats.cache_hits += not paid  # every attempt was read, none paid again
+        if cut_off is not None:  # the last try was cut off too: said as such, kept as attempts
             return cut_off, False
         self.stats.failures += 1
         return ChatOutcome(request.key, status="error", attempts=attempts, error=last_error), False
@@ -284,13 +304,3 @@ class ChatClient(HttpAttempts):
         self.stats.prompt_tokens += outcome.prompt_tokens or 0
         self.stats.completion_tokens += outcome.completion_tokens or 0
 
-
-def estimated_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """Dollars for these tokens from litellm's bundled price map; None when the model is not in
-    it (local and custom models)."""
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-    except Exception:  # litellm raises several types for models it has no price for
-        return None
-    return prompt_cost + completion_cost

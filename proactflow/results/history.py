@@ -17,6 +17,7 @@ clock.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections import Counter
@@ -31,6 +32,7 @@ from ..common.errors import UserError
 from ..suites.base import Suite
 
 NOW_ENV = "PROACTFLOW_NOW"
+log = logging.getLogger("proactflow.history")
 FOLDER = "history"
 
 
@@ -61,10 +63,13 @@ class Night:
     night: datetime
     content: dict[str, Any]
     location: str
+    set_aside: str | None = None
+    """Why this night's file is not used (history_checks.py), or None: a set-aside night has
+    no pairs; the history shows it as a gap."""
 
     @property
     def pairs(self) -> list[dict[str, Any]]:
-        return list(self.content.get("pairs") or [])
+        return [] if self.set_aside else list(self.content.get("pairs") or [])
 
     @property
     def date(self) -> str:
@@ -143,17 +148,41 @@ def newest_nights(store: ArtifactStore, *, series: str, suite: str | None = None
 def _nights(store: ArtifactStore, folder: str, suite: str | None, *, last_first: bool = False
             ) -> Iterator[Night]:
     for entry, data in store.json_files(folder, last_first=last_first):
-        try:
-            content = json.loads(data.decode("utf-8"))
-            moment = datetime.fromisoformat(str(content["night"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UserError(f"{store.location(entry.name)}: not a readable history entry "
-                            f"({exc}); move it away") from None
-        moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-        night = Night(str(content.get("series", "")), str(content.get("suite", "")), moment,
-                      content, store.location(entry.name))
-        if not suite or night.suite == suite:
+        night = _night(store.location(entry.name), entry.name, data)
+        if not suite or night.suite == suite or (night.set_aside and not night.suite):
             yield night
+
+
+_STAMP = re.compile(r"(\d{8}T\d{6}Z)-[^/]*\.json$")
+_said: set[str] = set()
+"""The set-aside nights already named in this process (each is read several times a sweep)."""
+
+
+def _night(location: str, name: str, data: bytes) -> Night:
+    """A night file read against its schema; one that cannot be used is set aside, said once."""
+    from .history_checks import night_problem
+
+    content: Any = None
+    try:
+        content = json.loads(data.decode("utf-8"))
+        moment = datetime.fromisoformat(str(content["night"]))
+        problem = night_problem(content)
+    except (ValueError, KeyError, TypeError) as exc:
+        problem = f"not a readable night ({str(exc).splitlines()[0][:120]})"
+    if problem is None:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        return Night(str(content.get("series", "")), str(content.get("suite", "")), moment,
+                     content, location)
+    stamp = _STAMP.search(name)
+    moment = datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%SZ").replace(
+        tzinfo=timezone.utc) if stamp else datetime.fromtimestamp(0, timezone.utc)
+    known = content if isinstance(content, dict) else {}
+    series = str(known.get("series") or name.split("/")[-2])
+    if location not in _said:
+        _said.add(location)
+        log.warning("history: %s set aside (%s): nights are compared with the newest readable "
+                    "one", location, problem)
+    return Night(series, str(known.get("suite") or ""), moment, {}, location, problem)
 
 
 def needed_keys(store: ArtifactStore) -> set[tuple[str, str]]:

@@ -97,16 +97,17 @@ def _findings(findings: list[Finding]) -> str:
 
 
 def _nights_table(table: pl.DataFrame) -> str:
-    nights = table.select("series", "night", "report", "viewer").unique(
+    nights = table.select("series", "night", "report", "viewer", "set_aside").unique(
         maintain_order=True).sort("night")
     rows = []
-    for series, night, report, viewer in nights.rows():
+    for series, night, report, viewer, set_aside in nights.rows():
         cells = [html.escape(night[:16]), html.escape(series),
                  f'<a href="{html.escape(report)}">report</a>' if report else "–",
-                 f'<a href="{html.escape(viewer)}">viewer</a>' if viewer else "–"]
+                 f'<a href="{html.escape(viewer)}">viewer</a>' if viewer else "–",
+                 f"set aside: {html.escape(set_aside)}" if set_aside else ""]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ("<table><thead><tr><th>night</th><th>series</th><th>report</th><th>viewer</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"<th>note</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def write_history(out: Path, table: pl.DataFrame, findings: list[Finding]) -> dict[str, str]:
@@ -116,7 +117,8 @@ def write_history(out: Path, table: pl.DataFrame, findings: list[Finding]) -> di
     sections = []
     nights = sorted(set(table["night"].to_list()))
     overall = pl.col("group").str.to_lowercase().is_in(["overall", "all"])
-    ordered = table.with_columns(first=~overall).sort("suite", "variant", "first", "group")
+    ordered = table.filter(pl.col("set_aside").is_null()).with_columns(
+        first=~overall).sort("suite", "variant", "first", "group")
     for (suite, variant, group, metric), part in ordered.group_by(
             "suite", "variant", "group", "metric", maintain_order=True):
         title = " ".join(str(name) for name in (suite, variant) if name)

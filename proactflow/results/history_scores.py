@@ -19,10 +19,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from ..common.errors import UserError
-from ..suites import get_suite
-from ..suites.history_metric import HistoryMetric, samples_frame, with_overall
 from .history import Night
+from .history_checks import metric_of, pair_frame
 from .history_bootstrap import AFTER, night_figure, paired_delta, paired_interval
 
 
@@ -39,31 +37,6 @@ def point_label(pair: dict[str, Any]) -> str:
     parts = [text for text in (pair.get("revision"), snapshot_text(pair.get("snapshot")))
              if text]
     return ", ".join(parts) or str(pair["model"])
-
-
-def metric_of(suite: str) -> HistoryMetric | None:
-    """The history metric of a suite known to this process (None: not scored here)."""
-    try:
-        return get_suite(suite).history_metric
-    except UserError:
-        return None
-
-
-def pair_frame(suite: str, pair: dict[str, Any]) -> tuple[HistoryMetric, pl.DataFrame] | None:
-    """A recorded pair's samples, typed, with its suite's metric; None when it has none."""
-    samples, metric = pair.get("samples"), metric_of(suite)
-    if not samples or metric is None:
-        return None
-    if suite == "proactbench" and "count" not in samples:  # recorded before the seam
-        from ..suites.proactbench.history import legacy_samples
-
-        return metric, with_overall(metric, legacy_samples(samples))
-    if not set(metric.components) <= set(samples):
-        return None
-    frame = pl.DataFrame(samples)
-    if "unit" not in frame.columns:  # each sample its own unit (history.samples_record)
-        frame = frame.with_columns(unit=pl.col("sample"))
-    return metric, with_overall(metric, samples_frame(metric, frame))
 
 
 def pair_scores(suite: str, pair: dict[str, Any]) -> list[dict[str, Any]]:
@@ -211,16 +184,22 @@ def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float
     if waiting is None:
         raise ValueError(f"no night of run {run_id} in the series")
     read.reverse()
-    index = next(i for i, n in reversed(list(enumerate(read))) if n.content["run_id"] == run_id)
+    index = next(i for i, n in reversed(list(enumerate(read)))
+                 if n.content.get("run_id") == run_id)
     return findings_of(read, index, threshold)
 
 
 def history_table(nights: list[Night]) -> pl.DataFrame:
     """One row per night, (model, judge) and group: the score with its interval, the point's
     label, the snapshots, whether the judge changed since the pair's previous night (a break),
-    and links to that night's report and viewer."""
-    rows = []
+    and links to that night's report and viewer. A night set aside (history_checks.py) is one
+    row, its `set_aside` saying which file and why."""
+    rows: list[dict[str, Any]] = []
     for index, night in enumerate(nights):
+        if night.set_aside:  # a gap: the night's row says it was set aside, and why
+            rows.append({"series": night.series, "suite": night.suite,
+                         "night": night.night.isoformat(), "judge_changed": False,
+                         "set_aside": f"{night.location}: {night.set_aside}"})
         for pair in night.pairs:
             previous = _previous(nights, index, pair)
             broken = previous is not None and judge_break(previous[1], pair)
@@ -235,14 +214,14 @@ def history_table(nights: list[Night]) -> pl.DataFrame:
                     "judge_snapshot": snapshot_text(pair.get("judge_snapshot")),
                     "judge_changed": broken, **score,
                     "report": night.content.get("report"),
-                    "viewer": night.content.get("viewer")})
+                    "viewer": night.content.get("viewer"), "set_aside": None})
     schema = {"series": pl.String, "suite": pl.String, "night": pl.String, "model": pl.String,
               "judge": pl.String, "variant": pl.String, "point": pl.String,
               "revision": pl.String, "snapshot": pl.String, "judge_snapshot": pl.String,
               "judge_changed": pl.Boolean, "group": pl.String, "metric": pl.String,
               "evaluated": pl.Int64, "score": pl.Float64,
               "ci_low": pl.Float64, "ci_high": pl.Float64, "report": pl.String,
-              "viewer": pl.String}
+              "viewer": pl.String, "set_aside": pl.String}
     return pl.DataFrame(rows, schema=schema)
 
 

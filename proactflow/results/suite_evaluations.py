@@ -63,7 +63,10 @@ def suite_evaluations(store: ArtifactStore, *, runs: list[str] | None = None,
         for key in sorted(store.keys(suite.stages.judgments)):
             if wanted is not None and key not in wanted:
                 continue
-            evaluation = suite_evaluation(suite, store, key)
+            try:
+                evaluation = suite_evaluation(suite, store, key)
+            except FileNotFoundError:  # moved aside as unreadable meanwhile (said in one line)
+                continue
             if evaluation is None or (not evaluation.complete and not include_incomplete):
                 continue
             if models and evaluation.model not in models:

@@ -64,7 +64,9 @@ def coverage_problem(suite: Suite, coverage: tuple[int, int, dict[str, int]],
     if retryable:
         kinds = ", ".join(f"{count} {kind}" for kind, count in retryable.items())
         why.append(f"{sum(retryable.values())} because calls failed ({kinds}): a re-run "
-                   "retries only those")
+                   "retries only those (replies that could not be read are kept: a re-run "
+                   "asks again past them with more --judge-attempts or --eval-attempts, or "
+                   "with --refresh)")
     if refused:
         why.append(f"{refused} refused by the server (too long for its context, or a "
                    "parameter it does not take; the rows say which): a re-run will not ask "
