@@ -357,3 +357,24 @@ vision = true
     assert "ProactiveBench (multimodal)" in (tmp_path / "report" / "report.html").read_text()
     section = pl.read_csv(tmp_path / "report" / "proactivebench_mllm_leaderboard.csv")
     assert section.filter(pl.col("dataset") == "all").height == 2
+
+
+def test_refused_requests_have_a_column_in_the_console_table_and_metrics_csv(tmp_path, capsys):
+    """Issue #36 item 7: metrics.json counted them; the table and metrics.csv did not."""
+    corpus, wheel = make_corpus(tmp_path)
+    too_long = "This model's maximum context length is 512 tokens"
+    with FakeOpenAI({"seer": lambda r: Reply(status=400, content=too_long)}) as fake:
+        out = tmp_path / "out"
+        assert run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus",
+                               str(corpus), "--package", str(wheel), "--datasets", "QuickDraw",
+                               "--eval-model", "openai/seer", "--eval-api-base", fake.url,
+                               "--store", str(tmp_path / "store"), "--out", str(out)]) == 1
+    printed = capsys.readouterr()
+    header = next(line for line in printed.out.splitlines() if "dataset" in line)
+    assert header.split("┃")[-2].strip() == "refused"
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-")
+    row = metrics.filter(pl.col("dataset") == "QD").row(0, named=True)
+    assert row["refused"] == row["samples"] == 8 and row["scored"] == 0
+    assert open(out / "metrics.csv", encoding="utf-8").read().count(",-,") >= 1  # no acc: "-"
+    last = printed.err.strip().splitlines()[-1]
+    assert "8 refused by the server" in last and too_long in last

@@ -145,7 +145,7 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
                           ["replies"][0]) == ["A green square", "A blue square"]
 
         metrics = pl.read_csv(out / "metrics.csv")
-        assert metrics.columns == ["part", "turns", "pauc_0", "pauc_0.5", "pauc_1"]
+        assert metrics.columns == ["part", "turns", "pauc_0", "pauc_0.5", "pauc_1", "refused"]
         by_part: dict[str, list[tuple[float, ...]]] = {}
         for (part, _), values in EXPECTED_TURNS.items():
             by_part.setdefault(part, []).append(values)
@@ -192,6 +192,22 @@ def test_an_undecodable_video_is_one_line_naming_it_before_any_call(corpus, tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert str(broken) in err[0] and "--skip-undecodable-videos" in err[0]
+
+
+def test_a_skipped_undecodable_video_is_named_in_the_last_line_and_no_rerun_is_promised(
+        corpus, tmp_path, capsys):
+    """Issue #36 item 7: the remedy names the file, and a re-run (which decodes the same bytes
+    the same way) is not offered as one."""
+    broken = corpus / "VAD" / "late.mp4"
+    broken.write_bytes(b"")
+    with FakeOpenAI({"watcher": watcher, "grader": grader}) as fake:
+        assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "VAD",
+                               "--limit", "1", "--skip-undecodable-videos"]) == 1
+        assert sum(fake.calls.values()) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "nothing scored" in last and str(broken) in last
+    assert "undecodable video" in last and "replace or remove it" in last
+    assert "retries only those" not in last
 
 
 def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_path):
@@ -371,3 +387,25 @@ def test_every_video_is_decoded_before_the_first_call(corpus, tmp_path, decodes,
     with FakeOpenAI({"watcher": timed, "grader": grader}) as fake:
         assert run_cli("run", args_for(fake, corpus, tmp_path / "store")) == 0
     assert decoded_at_first_call == [len(decodes)] and len(decodes) == 4  # every video
+
+
+def test_a_judge_request_the_server_refuses_is_a_refused_turn_in_the_table_and_csv(
+        corpus, tmp_path, capsys):
+    """Issue #36 item 7: a refusal was a judge_error, which a re-run was said to retry; it is
+    `refused`, counted in its own column of the console table and metrics.csv."""
+    sentence = "'top_p' is not supported with this model."
+    with FakeOpenAI({"watcher": watcher,
+                     "grader": lambda request: Reply(status=400, content=sentence)}) as fake:
+        out = tmp_path / "out"
+        assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "WEB",
+                               "--limit", "1", "--out", str(out)]) == 1
+    printed = capsys.readouterr()
+    header = next(line for line in printed.out.splitlines() if "part" in line)
+    assert header.split("┃")[-2].strip() == "refused"
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-")
+    row = metrics.filter(pl.col("part") == "WEB").row(0, named=True)
+    assert row["refused"] > 0 and row["turns"] == 0 and row["pauc_0"] is None
+    assert set(pl.read_csv(out / "turns.csv")["status"]) == {"refused"}
+    last = printed.err.strip().splitlines()[-1]
+    assert "refused by the server" in last and sentence in last
+    assert "retries only those" not in last
