@@ -35,8 +35,8 @@ def causes_of(rows: pl.DataFrame, lost: dict[str, str]) -> dict[str, str]:
                            if message)
         if messages:
             cause, _ = messages.most_common(1)[0]
-            if len(cause) > 240:
-                cause = cause[:239] + "…"
+            if len(cause) > 400:  # room for a file's path and the reason after it
+                cause = cause[:399] + "…"
             others = len(messages) - 1
             causes[kind] = cause + (f" (and {others} other cause{'s' * (others > 1)})"
                                     if others else "")

@@ -144,7 +144,7 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
         assert json.loads(turns.filter((pl.col("part") == "EGO") & (pl.col("turn") == 1))
                           ["replies"][0]) == ["A green square", "A blue square"]
 
-        metrics = pl.read_csv(out / "metrics.csv")
+        metrics = pl.read_csv(out / "metrics.csv", null_values="-")
         assert metrics.columns == ["part", "turns", "pauc_0", "pauc_0.5", "pauc_1", "refused"]
         by_part: dict[str, list[tuple[float, ...]]] = {}
         for (part, _), values in EXPECTED_TURNS.items():
@@ -231,7 +231,7 @@ def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_pa
     assert turns.filter(pl.col("part") == "TV")["pauc_0"].to_list() == [None]
     steps = pl.read_csv(out / "steps.csv").filter(pl.col("part") == "VAD")
     assert steps["status"].to_list() == ["error"] and "cannot decode" in steps["message"][0]
-    metrics = pl.read_csv(out / "metrics.csv")
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-")
     assert metrics.select("part", "turns").rows() == [("WEB", 1), ("TV", 0), ("VAD", 0),
                                                       ("all", 1)]
     parts = {row["part"]: row for row in json.loads((out / "metrics.json").read_text())["parts"]}
@@ -285,7 +285,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
     assert len(set(first) & set(second)) <= 2  # only the calls in flight at the kill
     assert len(second) == len(set(second))
     assert len(set(first) | set(second)) == 4 * 24
-    assert pl.read_csv(tmp_path / "out" / "metrics.csv")["turns"].to_list() == [4, 4]
+    assert pl.read_csv(tmp_path / "out" / "metrics.csv", null_values="-")["turns"].to_list() == [4, 4]
 
 
 def test_the_suite_is_registered():
@@ -400,7 +400,8 @@ def test_a_judge_request_the_server_refuses_is_a_refused_turn_in_the_table_and_c
         assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "WEB",
                                "--limit", "1", "--out", str(out)]) == 1
     printed = capsys.readouterr()
-    header = next(line for line in printed.out.splitlines() if "part" in line)
+    header = next(line for line in printed.out.splitlines()
+                  if line.startswith("┃") and "part" in line)
     assert header.split("┃")[-2].strip() == "refused"
     metrics = pl.read_csv(out / "metrics.csv", null_values="-")
     row = metrics.filter(pl.col("part") == "WEB").row(0, named=True)
