@@ -19,7 +19,7 @@ from proactflow.run.pipeline import suite_of
 from proactflow.results.history import now, series_slug
 from proactflow.results.history_page import add_to_report, findings_section
 from proactflow.results.history_scores import Finding
-from proactflow.run.progress import coverage_problem
+from proactflow.run.progress import coverage_problem, located_causes
 from proactflow.suites import found_by_other_processes
 from proactflow.sweeps.deployed import run_evaluations
 from proactflow.sweeps.nightly import (check_snapshots, emit_findings, probe_cost_lines,
@@ -113,7 +113,8 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
             scored, total, _ = outcome["coverage"]
             summary.append(f"{model} judged by {judge}: {scored} of {total} "
                            f"{suite.sample_noun} scored")
-            shortfall = coverage_problem(suite, outcome["coverage"], settings.min_coverage)
+            shortfall = coverage_problem(suite, outcome["coverage"], settings.min_coverage,
+                                         located_causes(settings, outcome.get("causes")))
             if shortfall is not None:  # ranked, but the night is not a success
                 failures.append({"model": model, "judge": judge, "error": shortfall})
                 logger.warning("%s judged by %s: %s", model, judge, shortfall)

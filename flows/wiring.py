@@ -219,6 +219,7 @@ async def run_evaluation(tracking: Tracking, settings: RunSettings, *, regenerat
     logger.info("run record: %s", record_path)
     return {"scores": score_frame.to_dicts(), "complete": complete, "record": str(record_path),
             "coverage": suite.coverage(judgment_frame),
+            "causes": suite.loss_causes(judgment_frame),
             "outputs": outputs, "stages": [r.as_dict() for r in reports], "usage": usage}
 
 

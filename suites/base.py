@@ -38,6 +38,7 @@ from ..config.settings import ModelRole, RunSettings
 from ..providers.chat import ChatOutcome, ChatRequest
 from .declarations import (DataSource, Prompts, SampleView, StageNames, Step, Tables, ViewColumn,
                            ViewSpec)
+from .coverage import Coverage, causes_of, coverage_of
 from .history_metric import HistoryMetric
 from .presentation import SuitePresentation, _cell, _column, percent
 
@@ -253,10 +254,27 @@ class Suite(SuitePresentation, ABC):
         """The scores table (rows of `tables.scores`): per group and overall. Failed and
         unscored rows are counted, never dropped and never given a score."""
 
-    @abstractmethod
-    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
+    scored_statuses: ClassVar[tuple[str, ...]] = ("scored",)
+    lost_statuses: ClassVar[dict[str, str]] = {"generation": "generation_error",
+                                               "judge": "judge_error", "refused": "refused"}
+    """Each kind of lost coverage and the judgments status it is counted by."""
+    lasting_losses: ClassVar[dict[str, str]] = {}
+    """Kinds of loss (besides `refused`) that a re-run cannot win back, and what can."""
+
+    def counted_rows(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        """The judgments rows coverage counts (all of them, unless a suite keeps several rows
+        per sample)."""
+        return judgments
+
+    def coverage(self, judgments: pl.DataFrame) -> Coverage:
         """(scored, total, lost by failure kind) over every judgments row, for the run's exit
         status."""
+        return coverage_of(self.counted_rows(judgments), self.scored_statuses,
+                           self.lost_statuses)
+
+    def loss_causes(self, judgments: pl.DataFrame) -> dict[str, str]:
+        """The cause the rows give for each kind of loss, for the run's last line."""
+        return causes_of(self.counted_rows(judgments), self.lost_statuses)
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         """(header, cell) of each column of the scores table printed after a run."""

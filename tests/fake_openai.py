@@ -34,6 +34,24 @@ class Reply:
     cached_tokens: int = 0
     """Of the prompt's tokens, those the provider's prompt cache served (OpenAI's
     `usage.prompt_tokens_details.cached_tokens`)."""
+    body: dict | None = None
+    """An error reply's whole JSON body, as a gateway shapes it (default: OpenAI's
+    {"error": {"message": content, ...}})."""
+
+
+def proxy_error(message: str, kind: str = "None", status: int = 400) -> Reply:
+    """An error as the litellm proxy answers it: its ProxyException's body (type, param and
+    code as strings), e.g. a wrong key with no database: proxy_error("No connected db.",
+    "no_db_connection")."""
+    return Reply(status=status, content=message, body={"error": {
+        "message": message, "type": kind, "param": "None", "code": str(status)}})
+
+
+def proxy_unknown_model(model: str) -> Reply:
+    """The litellm proxy's answer to a chat request for a model name it does not route."""
+    return proxy_error(f"{{'error': '/chat/completions: Invalid model name passed in "
+                       f"model={model}. Call `/v1/models` to view available models for your "
+                       f"key.'}}")
 
 
 Responder = Callable[[dict], Reply]
@@ -110,6 +128,12 @@ class FakeOpenAI:
         self.responder_errors: list[str] = []
         self.model_details: dict[str, dict] = {}
         """Extra fields of a model's /models entry (e.g. {"root": "checkpoint-2"})."""
+        self.listed: list[str] | None = None
+        """The names /models lists (default: every model with a responder)."""
+        self.models_reply: Reply | None = None
+        """What /models answers instead of a listing (an error status: 404 for a server
+        without the route, a gateway's 400 for a key it does not take)."""
+        self.models_reads = 0
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -208,12 +232,22 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client went away (a killed or interrupted run)
 
+            def _send_error(self, reply: Reply) -> None:
+                error = {"message": reply.content, "type": "fake_error", "code": reply.status}
+                self._send(reply.status, reply.body or {"error": error}, reply.headers)
+
             def do_GET(self):
                 if fake.extra_route(self, "GET"):
                     return
                 if self.path.rstrip("/").endswith("/models"):
+                    with fake._lock:
+                        fake.models_reads += 1
+                    if fake.models_reply is not None:
+                        self._send_error(fake.models_reply)
+                        return
+                    names = fake.responders if fake.listed is None else fake.listed
                     data = [{"id": name, "object": "model", "created": int(time.time()),
-                             **fake.model_details.get(name, {})} for name in fake.responders]
+                             **fake.model_details.get(name, {})} for name in names]
                     self._send(200, {"object": "list", "data": data})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
@@ -252,8 +286,7 @@ class FakeOpenAI:
                         fake.in_flight -= 1
                         fake.in_flight_by_model[model] -= 1
                 if reply.status != 200:
-                    error = {"message": reply.content, "type": "fake_error", "code": reply.status}
-                    self._send(reply.status, {"error": error}, reply.headers)
+                    self._send_error(reply)
                     return
                 self._send(200, fake.completion_body(request, reply), reply.headers)
 

@@ -108,7 +108,7 @@ def test_failing_model_becomes_counted_error_rows_and_is_retried(fake, store, tm
     # 2 dialogues of the sample hold 7 triggers; each call tried twice.
     assert fake.calls["down"] == 12  # 6 triggers of the first 2 dialogues, 2 attempts each
     assert fake.calls["judge"] == 0
-    scores = {r["phase"]: r for r in pl.read_csv(out / "phase_scores.csv").to_dicts()}
+    scores = {r["phase"]: r for r in pl.read_csv(out / "phase_scores.csv", null_values="-").to_dicts()}
     assert scores["OVERALL"]["generation_errors"] == 6
     assert scores["OVERALL"]["evaluated"] == 0
     assert scores["OVERALL"]["weighted_score"] is None
@@ -223,7 +223,7 @@ def test_samples_draw_k_responses_and_report_their_spread(fake, store, tmp_path)
     per_trigger = pl.read_csv(out / "trigger_scores.csv")
     assert per_trigger.height == triggers
     assert per_trigger["samples_scored"].to_list() == [3] * triggers
-    scores = pl.read_csv(out / "phase_scores.csv").filter(pl.col("phase") == "OVERALL")
+    scores = pl.read_csv(out / "phase_scores.csv", null_values="-").filter(pl.col("phase") == "OVERALL")
     assert scores["triggers"][0] == 3 * triggers
     # Mean and variance per trigger, by hand from the judge's verdicts.
     judgments = pl.concat([pl.read_parquet(p) for p in (store / "artifacts" / "judgments")

@@ -109,7 +109,7 @@ def test_invalid_judge_replies_are_retried_then_recorded_as_errors(fake, store, 
     assert run_cli("run", cli_args(fake, store, judge_model="openai/flaky",
                                    extra=(*limit, "--out", str(out)))) == 0
     assert fake.calls["flaky"] == 12  # 6 triggers, each answered badly once, then well
-    scores = pl.read_csv(out / "phase_scores.csv").filter(pl.col("phase") == "OVERALL")
+    scores = pl.read_csv(out / "phase_scores.csv", null_values="-").filter(pl.col("phase") == "OVERALL")
     assert scores["pass"][0] == 6 and scores["judge_errors"][0] == 0
 
     out = tmp_path / "broken"
@@ -117,7 +117,7 @@ def test_invalid_judge_replies_are_retried_then_recorded_as_errors(fake, store, 
                                        extra=(*limit, "--out", str(out),
                                               "--judge-attempts", "3"))) == 1
     assert fake.calls["broken"] == 6 * 3  # three tries each, then an error row
-    scores = pl.read_csv(out / "phase_scores.csv").filter(pl.col("phase") == "OVERALL")
+    scores = pl.read_csv(out / "phase_scores.csv", null_values="-").filter(pl.col("phase") == "OVERALL")
     assert (scores["evaluated"][0], scores["judge_errors"][0]) == (0, 6)
     fake.reset_counts()
     # Invalid replies were kept as attempts: the next run, at the default four tries, asks

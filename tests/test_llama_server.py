@@ -118,7 +118,7 @@ def test_proactbench_judges_after_one_refused_format_and_never_asks_a_refusal_ag
         last = err[-1]
         assert "refused by the server" in last and "a re-run will not ask them again" in last
     # `status` counts the judgments as the summary does.
-    phase = pl.read_csv(tmp_path / "out" / "phase_scores.csv").filter(
+    phase = pl.read_csv(tmp_path / "out" / "phase_scores.csv", null_values="-").filter(
         pl.col("phase") == "OVERALL").row(0, named=True)
     assert run_cli("status", args) == 0
     status = [line for line in capsys.readouterr().out.splitlines()

@@ -50,7 +50,7 @@ def test_mcqa_steps_carry_the_images_the_environment_shows(tmp_path, capsys):
         assert steps.height == expected.calls + sum(
             e["stop_reason"] == "image_error" for e in expected.episodes.values())
         assert steps["image_sha256"].drop_nulls().len() == expected.calls
-        metrics = pl.read_csv(out / "metrics.csv")
+        metrics = pl.read_csv(out / "metrics.csv", null_values="-")
         assert metrics.columns[:4] == ["dataset", "samples", "acc", "ps"]
         assert set(metrics["variant"]) == {"mcqa"} and "cp" not in metrics.columns
         for row in metrics.iter_rows(named=True):
@@ -89,7 +89,7 @@ def test_the_hint_and_reference_variants(tmp_path, variant, capsys):
     name = "mcqa " + variant[2:]
     title = f"ProactiveBench (multimodal), {name.upper()}: openai/seer judged by rules"
     assert title in " ".join(capsys.readouterr().out.split())  # rich wraps a long title
-    assert set(pl.read_csv(out / "metrics.csv")["variant"]) == {name}
+    assert set(pl.read_csv(out / "metrics.csv", null_values="-")["variant"]) == {name}
     samples = pl.read_csv(out / "samples.csv")
     assert {(r["dataset"], r["sample_id"]): r["num_turns"] for r in samples.iter_rows(
         named=True)} == {key: e["num_turns"] for key, e in expected.episodes.items()}
@@ -113,7 +113,7 @@ def test_a_failed_call_is_an_error_row_never_a_wrong_answer(tmp_path):
                                "--max-attempts", "1", "--store", str(tmp_path / "store"),
                                "--out", str(out)])
     assert code == 1
-    metrics = {r["dataset"]: r for r in pl.read_csv(out / "metrics.csv").iter_rows(named=True)}
+    metrics = {r["dataset"]: r for r in pl.read_csv(out / "metrics.csv", null_values="-").iter_rows(named=True)}
     assert metrics["MVP-N"]["generation_errors"] == 2 and metrics["MVP-N"]["scored"] == 0
     assert metrics["MVP-N"]["acc"] is None
     assert (metrics["ROD"]["scored"], metrics["ROD"]["acc"]) == (2, 0.0)  # "Z": unreadable
@@ -148,7 +148,7 @@ def test_oeg_scores_by_hand(tmp_path):
         cit = [r for r in judged if "'Add more details" not in r and "'Move the blocks'" not in r]
         assert len(judged) - len(cit) < 16 and len(cit) >= 4 and len(cit) % 4 == 0
         assert fake.requests[0]["max_tokens"] == 2 ** 15
-    metrics = pl.read_csv(out / "metrics.csv")
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-")
     assert metrics.columns[:5] == ["dataset", "samples", "ps", "cp", "agg"]
     assert set(metrics["variant"]) == {"oeg"} and "acc" not in metrics.columns
     table = {r["dataset"]: (r["samples"], r["scored"], r["ps"], r["cp"], r["agg"],
@@ -197,7 +197,7 @@ def test_oeg_judge_lists_of_the_wrong_length_are_asked_again_within_the_run(tmp_
                                "--store", str(tmp_path / "s1"), "--out",
                                str(tmp_path / "out")]) == 0
         assert seen and set(seen.values()) == {2}  # each asked again once, within the run
-        metrics = pl.read_csv(tmp_path / "out" / "metrics.csv").filter(
+        metrics = pl.read_csv(tmp_path / "out" / "metrics.csv", null_values="-").filter(
             pl.col("dataset") == "QD").row(0, named=True)
         assert (metrics["scored"], metrics["judge_errors"]) == (8, 0)
         # A judge that never gives the right length: asked as --judge-attempts says, then a
@@ -363,3 +363,25 @@ vision = true
     assert "ProactiveBench (multimodal)" in (tmp_path / "report" / "report.html").read_text()
     section = pl.read_csv(tmp_path / "report" / "proactivebench_mllm_leaderboard.csv")
     assert section.filter(pl.col("dataset") == "all").height == 2
+
+
+def test_refused_requests_have_a_column_in_the_console_table_and_metrics_csv(tmp_path, capsys):
+    """Issue #36 item 7: metrics.json counted them; the table and metrics.csv did not."""
+    corpus, wheel = make_corpus(tmp_path)
+    too_long = "This model's maximum context length is 512 tokens"
+    with FakeOpenAI({"seer": lambda r: Reply(status=400, content=too_long)}) as fake:
+        out = tmp_path / "out"
+        assert run_cli("run", ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus",
+                               str(corpus), "--package", str(wheel), "--datasets", "QuickDraw",
+                               "--eval-model", "openai/seer", "--eval-api-base", fake.url,
+                               "--store", str(tmp_path / "store"), "--out", str(out)]) == 1
+    printed = capsys.readouterr()
+    header = next(line for line in printed.out.splitlines()
+                  if line.startswith("┃") and "dataset" in line)
+    assert header.split("┃")[-2].strip() == "refused"
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-")
+    row = metrics.filter(pl.col("dataset") == "QD").row(0, named=True)
+    assert row["refused"] == row["samples"] == 8 and row["scored"] == 0
+    assert open(out / "metrics.csv", encoding="utf-8").read().count(",-,") >= 1  # no acc: "-"
+    last = printed.err.strip().splitlines()[-1]
+    assert "8 refused by the server" in last and too_long in last

@@ -308,7 +308,7 @@ def test_a_refresh_is_a_new_version_that_later_runs_read(fake, store, tmp_path):
     fake.reset_counts()
     assert run_cli("run", [*args, "--out", str(tmp_path / "out")]) == 0
     assert sum(fake.calls.values()) == 0  # the refreshed answers are what is reused
-    scored = pl.read_csv(tmp_path / "out" / "phase_scores.csv")
+    scored = pl.read_csv(tmp_path / "out" / "phase_scores.csv", null_values="-")
     assert scored.equals(artifacts.get_by_key("phase_scores", first["phase_scores"]).frame()
                          .select(scored.columns).cast(scored.schema))
 

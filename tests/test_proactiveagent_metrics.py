@@ -91,3 +91,31 @@ def test_calibration_categories_are_the_reward_sets_own(shared_data):
     seen = {json.loads(line)["category"] for line in path.read_text(encoding="utf-8")
             .splitlines() if line}
     assert seen == set(CATEGORIES)
+
+
+def test_split_scores_csv_says_dash_where_the_console_does_and_keeps_zeros():
+    """Issue #36 item 7: a split with nothing scored has no rates (upstream's formula gives 0.0
+    for 0/0; the stored scores keep it, upstream's metrics.csv too); split_scores.csv writes
+    "-", as the console prints. A scored split's true zeros stay 0.0."""
+    import polars as pl
+
+    from proactflow.suites.proactiveagent.outputs import split_scores_csv
+    from proactflow.suites.proactiveagent.scoring import score_splits
+
+    def verdict(split: str, trace: str, status: str, proposed: bool, accepted: bool) -> dict:
+        return {"model": "m", "judge": "j", "judge_prompt_sha256": "s", "splits": [split],
+                "trace": trace, "status": status, "proposed": proposed, "accepted": accepted,
+                "judged_candidate_task": False}
+
+    judgments = pl.DataFrame([verdict("lost", "a", "generation_error", True, True),
+                              verdict("lost", "a", "judge_error", True, True),
+                              verdict("quiet", "b", "scored", False, False),
+                              verdict("quiet", "b", "scored", False, True)])
+    scores = score_splits(judgments)
+    assert scores.filter(pl.col("split") == "lost")["f1"].to_list() == [0.0]  # stored as is
+    rows = {row["split"]: row for row in csv.DictReader(
+        split_scores_csv(scores).decode().splitlines())}
+    for column in ("recall", "precision", "accuracy", "false_alarm", "f1", "f1_ci_low"):
+        assert rows["lost"][column] == "-", column
+    assert (rows["quiet"]["recall"], rows["quiet"]["precision"]) == ("0.0", "0.0")
+    assert float(rows["quiet"]["accuracy"]) == pytest.approx(0.5)

@@ -144,8 +144,8 @@ def test_a_run_plays_each_video_second_by_second_and_scores_pauc(corpus, tmp_pat
         assert json.loads(turns.filter((pl.col("part") == "EGO") & (pl.col("turn") == 1))
                           ["replies"][0]) == ["A green square", "A blue square"]
 
-        metrics = pl.read_csv(out / "metrics.csv")
-        assert metrics.columns == ["part", "turns", "pauc_0", "pauc_0.5", "pauc_1"]
+        metrics = pl.read_csv(out / "metrics.csv", null_values="-")
+        assert metrics.columns == ["part", "turns", "pauc_0", "pauc_0.5", "pauc_1", "refused"]
         by_part: dict[str, list[tuple[float, ...]]] = {}
         for (part, _), values in EXPECTED_TURNS.items():
             by_part.setdefault(part, []).append(values)
@@ -194,6 +194,22 @@ def test_an_undecodable_video_is_one_line_naming_it_before_any_call(corpus, tmp_
     assert str(broken) in err[0] and "--skip-undecodable-videos" in err[0]
 
 
+def test_a_skipped_undecodable_video_is_named_in_the_last_line_and_no_rerun_is_promised(
+        corpus, tmp_path, capsys):
+    """Issue #36 item 7: the remedy names the file, and a re-run (which decodes the same bytes
+    the same way) is not offered as one."""
+    broken = corpus / "VAD" / "late.mp4"
+    broken.write_bytes(b"")
+    with FakeOpenAI({"watcher": watcher, "grader": grader}) as fake:
+        assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "VAD",
+                               "--limit", "1", "--skip-undecodable-videos"]) == 1
+        assert sum(fake.calls.values()) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "nothing scored" in last and str(broken) in last
+    assert "undecodable video" in last and "replace or remove it" in last
+    assert "retries only those" not in last
+
+
 def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_path):
     (corpus / "VAD" / "late.mp4").write_bytes(b"not a video at all")
 
@@ -215,7 +231,7 @@ def test_parts_limit_an_undecodable_video_and_an_unreadable_judge(corpus, tmp_pa
     assert turns.filter(pl.col("part") == "TV")["pauc_0"].to_list() == [None]
     steps = pl.read_csv(out / "steps.csv").filter(pl.col("part") == "VAD")
     assert steps["status"].to_list() == ["error"] and "cannot decode" in steps["message"][0]
-    metrics = pl.read_csv(out / "metrics.csv")
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-")
     assert metrics.select("part", "turns").rows() == [("WEB", 1), ("TV", 0), ("VAD", 0),
                                                       ("all", 1)]
     parts = {row["part"]: row for row in json.loads((out / "metrics.json").read_text())["parts"]}
@@ -269,7 +285,7 @@ def test_a_run_killed_mid_episode_resumes_without_paying_twice(tmp_path, prefect
     assert len(set(first) & set(second)) <= 2  # only the calls in flight at the kill
     assert len(second) == len(set(second))
     assert len(set(first) | set(second)) == 4 * 24
-    assert pl.read_csv(tmp_path / "out" / "metrics.csv")["turns"].to_list() == [4, 4]
+    assert pl.read_csv(tmp_path / "out" / "metrics.csv", null_values="-")["turns"].to_list() == [4, 4]
 
 
 def test_the_suite_is_registered():
@@ -371,3 +387,26 @@ def test_every_video_is_decoded_before_the_first_call(corpus, tmp_path, decodes,
     with FakeOpenAI({"watcher": timed, "grader": grader}) as fake:
         assert run_cli("run", args_for(fake, corpus, tmp_path / "store")) == 0
     assert decoded_at_first_call == [len(decodes)] and len(decodes) == 4  # every video
+
+
+def test_a_judge_request_the_server_refuses_is_a_refused_turn_in_the_table_and_csv(
+        corpus, tmp_path, capsys):
+    """Issue #36 item 7: a refusal was a judge_error, which a re-run was said to retry; it is
+    `refused`, counted in its own column of the console table and metrics.csv."""
+    sentence = "'top_p' is not supported with this model."
+    with FakeOpenAI({"watcher": watcher,
+                     "grader": lambda request: Reply(status=400, content=sentence)}) as fake:
+        out = tmp_path / "out"
+        assert run_cli("run", [*args_for(fake, corpus, tmp_path / "store"), "--parts", "WEB",
+                               "--limit", "1", "--out", str(out)]) == 1
+    printed = capsys.readouterr()
+    header = next(line for line in printed.out.splitlines()
+                  if line.startswith("┃") and "part" in line)
+    assert header.split("┃")[-2].strip() == "refused"
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-")
+    row = metrics.filter(pl.col("part") == "WEB").row(0, named=True)
+    assert row["refused"] > 0 and row["turns"] == 0 and row["pauc_0"] is None
+    assert set(pl.read_csv(out / "turns.csv")["status"]) == {"refused"}
+    last = printed.err.strip().splitlines()[-1]
+    assert "refused by the server" in last and sentence in last
+    assert "retries only those" not in last

@@ -74,7 +74,7 @@ def test_metrics_json_agrees_with_phase_scores_at_three_samples(fake, store, tmp
                                    judge_model="openai/judge2",
                                    extra=("--limit", "2", "--samples", "3",
                                           "--out", str(out)))) == 0
-    scores = {row["phase"]: row for row in pl.read_csv(out / "phase_scores.csv").to_dicts()}
+    scores = {row["phase"]: row for row in pl.read_csv(out / "phase_scores.csv", null_values="-").to_dicts()}
     metrics = read_json(out / "metrics.json")
     assert metrics["proactflow"]["samples"]["per_trigger"] == 3
     for phase, counts in metrics["aggregate_trigger_stats"].items():

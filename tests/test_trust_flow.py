@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 def overall(out) -> dict:
-    return pl.read_csv(out / "phase_scores.csv").filter(pl.col("phase") == "OVERALL").row(
+    return pl.read_csv(out / "phase_scores.csv", null_values="-").filter(pl.col("phase") == "OVERALL").row(
         0, named=True)
 
 

@@ -160,7 +160,7 @@ class AnthropicApi:
             raise EndpointDown(f"{self.label}: {failure}{note}") from exc
         ceiling = min(self.retry_max_s, self.retry_base_s * 2 ** (attempt - 1))
         delay = random.uniform(0, ceiling)
-        await asyncio.sleep(max(delay, failure.retry_after or 0.0))
+        await asyncio.sleep(max(delay, min(failure.retry_after or 0.0, self.retry_max_s)))
 
 
 def created_nothing(exc: BaseException) -> bool:

@@ -49,6 +49,10 @@ def add_evaluation_commands(commands: Any) -> None:
                              default_model=None)
         add_role_options(sub, "judge", "judge", required=False,
                          default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent needs one")
+        sub.add_argument("--allow-unlisted-models", action="store_true",
+                         help="ask an endpoint for a model its /v1/models does not list (a "
+                              "router that serves names it does not list); without it such a "
+                              "run stops before any call, naming the models listed")
         judge = sub.add_argument_group("judge prompt")
         judge.add_argument("--judge-prompt", metavar="FILE",
                            help="judge system prompt file (default: the upstream prompt, "

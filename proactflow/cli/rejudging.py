@@ -73,7 +73,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
                 batching.extend(check_batch_roles({"judge": probe.judge}))
             prompts = suite.judge_prompts(probe, store)
             if not args.dry_run and probe.judge is not None:
-                check_access(probe.judge, "judge")
+                check_access(probe.judge, "judge", args.allow_unlisted_models)
             for entry in entries:
                 name = f"{safe_name(entry.model)}__{safe_name(judge)}"
                 if sum(e.model == entry.model for e in entries) > 1:  # keep folders apart

@@ -63,10 +63,11 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     source = suite.locate(settings, store)
     generation_prompts = suite.generation_prompts(settings, store)
     judge_prompts = suite.judge_prompts(settings, store)
+    unlisted = getattr(args, "allow_unlisted_models", False)
     if args.command == "run" and suite.asks_model:
-        check_access(settings.model_under_test, "model under test")
+        check_access(settings.model_under_test, "model under test", unlisted)
     if args.command != "status" and settings.judge is not None:
-        check_access(settings.judge, "judge")
+        check_access(settings.judge, "judge", unlisted)
     if checked is not None:
         checked()
     samples, _ = materialize_samples(suite, settings, store, source)  # validates new data
@@ -212,9 +213,10 @@ def print_usage(usage: dict[str, Any]) -> None:
 def coverage_status(settings: RunSettings, result: dict[str, Any]) -> int:
     """1 when too few samples were scored, so that cron and CI see a bad night; else 0."""
     from ..run.pipeline import suite_of
-    from ..run.progress import coverage_problem
+    from ..run.progress import coverage_problem, located_causes
 
-    problem = coverage_problem(suite_of(settings), result["coverage"], settings.min_coverage)
+    problem = coverage_problem(suite_of(settings), result["coverage"], settings.min_coverage,
+                               located_causes(settings, result.get("causes")))
     if problem is None:
         return 0
     print(f"proactflow: {problem}", file=sys.stderr)

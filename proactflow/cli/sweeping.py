@@ -62,7 +62,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     suite.judge_prompts(runs[0], store)
     # With a deployment the workers make the calls, with their keys and their network: a pair
     # they cannot serve fails there, with its reason.
-    access = (lambda role, kind: None) if config.deployment else check_access
+    def access(role: Any, label: str) -> None:
+        if not config.deployment:
+            check_access(role, label, config.allow_unlisted_models)
     for judge in config.judges:
         access(judge.role("judge", config.suite), "judge")
     skipped, models = [], []

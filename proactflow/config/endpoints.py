@@ -180,25 +180,62 @@ def models_listing(url: str, api_key: str | None) -> tuple[tuple[str, str], ...]
     return listing
 
 
+class ListingRefused(urllib.error.HTTPError):
+    """An HTTP error answering /models, with the sentence the server gave (its body, read
+    once: the error is kept for the rest of the run)."""
+
+    def __init__(self, error: urllib.error.HTTPError, sentence: str):
+        super().__init__(error.url, error.code, error.msg, error.hdrs, None)
+        self.sentence = sentence
+
+
+def server_sentence(body: bytes | str) -> str:
+    """What an error body says, in one line: the `message` of an OpenAI-style error (or a
+    gateway's `detail`), else the text itself; at most 300 characters."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        found: object = json.loads(text)
+    except ValueError:
+        found = text
+    for _ in range(4):  # {"error": {"message": ...}}, {"detail": {"error": ...}}, ...
+        if not isinstance(found, dict):
+            break
+        found = next((found[name] for name in ("error", "message", "detail", "msg")
+                      if found.get(name)), json.dumps(found))
+    return " ".join(str(found).split())[:300]
+
+
 def _models_listing(url: str, api_key: str | None) -> tuple[tuple[str, str], ...]:
-    with urllib.request.urlopen(get_request(url, api_key), timeout=10) as answer:
-        listing = json.loads(answer.read() or b"{}")
+    try:
+        with urllib.request.urlopen(get_request(url, api_key), timeout=10) as answer:
+            listing = json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            body = exc.read()
+        except OSError:
+            body = b""
+        raise ListingRefused(exc, server_sentence(body) or exc.reason) from None
     entries = listing.get("data") if isinstance(listing, dict) else None
     return tuple((str(entry.get("id")), json.dumps(entry, sort_keys=True))
                  for entry in entries or [] if isinstance(entry, dict))
+
+
+def served_name(model: str) -> str:
+    """The name an OpenAI-compatible endpoint is asked for: the model string without its
+    litellm provider prefix (openai/tiny asks for tiny)."""
+    return model.split("/", 1)[1] if "/" in model else model
 
 
 def endpoint_fingerprint(api_base: str, model: str, api_key: str | None) -> str | None:
     """sha256 of the endpoint's /models entry for `model` without its per-request fields; None
     when the endpoint lists no such entry or has no /models (the fingerprint is then simply not
     part of the key)."""
-    served_name = model.split("/", 1)[1] if "/" in model else model
     try:
         listing = models_listing(endpoint_url(api_base, "/models"), api_key)
     except (urllib.error.URLError, OSError, ValueError):
         return None
     for entry_id, text in listing:
-        if entry_id == served_name:
+        if entry_id == served_name(model):
             entry = {k: v for k, v in json.loads(text).items() if k not in _VOLATILE_MODEL_FIELDS}
             return content_key(entry)
     return None

@@ -44,6 +44,13 @@ class HttpAttempts:
     _down: EndpointDown | None
     _timeout: float
 
+    def _asked_wait(self, failure: AttemptFailed) -> float | None:
+        """The wait the provider asked for, held to the backoff ceiling: a reset minutes away
+        (or a date read wrong) does not stall the run; a 429 after it is waited out again."""
+        if failure.retry_after is None:
+            return None
+        return min(failure.retry_after, self.runtime.retry_max_delay_s)
+
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         ceiling = min(self.runtime.retry_max_delay_s,
                       self.runtime.retry_base_delay_s * (2 ** (attempt - 1)))
@@ -133,13 +140,14 @@ class HttpAttempts:
             if failure.rate_limited:
                 self.stats.rate_limited += 1
                 rate_limited += 1
-                if failure.retry_after and self._request_pacer is not None:
-                    await self._request_pacer.defer(failure.retry_after)
+                asked = self._asked_wait(failure)
+                if asked and self._request_pacer is not None:
+                    await self._request_pacer.defer(asked)
                 if rate_limited >= self.runtime.rate_limited_attempts:
                     return ChatOutcome(request.key, status="error", attempts=attempt,
                                        error=f"still rate limited after {rate_limited} tries: "
                                              f"{failure}")
-                await asyncio.sleep(self._backoff(rate_limited, failure.retry_after))
+                await asyncio.sleep(self._backoff(rate_limited, asked))
                 continue
             if failure.refusal is not None:  # the server answered: it is up
                 self._breaker.success()
@@ -152,7 +160,7 @@ class HttpAttempts:
                        "billed it; a re-run asks again" if failure.timed_out else ""
                 return ChatOutcome(request.key, status="error", attempts=attempt,
                                    error=f"{failure}{note}")
-            await asyncio.sleep(self._backoff(failures, failure.retry_after))
+            await asyncio.sleep(self._backoff(failures, self._asked_wait(failure)))
 
     @staticmethod
     def _refusal(request: ChatRequest, failure: AttemptFailed, attempt: int) -> ChatOutcome:

@@ -15,8 +15,11 @@ inside several prefixes and wraps the transport's error (httpx, aiohttp, OSError
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import re
-from typing import Literal
+import time
+from typing import Any, Literal
 
 import litellm
 
@@ -34,6 +37,15 @@ _FORMAT_REFUSED = re.compile(
 _CONTEXT_EXCEEDED = re.compile(
     r"context length|context_length|context window|maximum context|exceeds? (the )?context"
     r"|too many tokens|prompt is too long|n_ctx", re.IGNORECASE)
+KEY_REJECTED = re.compile(
+    r"authentication error|no connected db|invalid api key|incorrect api key|invalid proxy "
+    r"server token|api key (is )?(invalid|not valid|expired)|unauthori[sz]ed", re.IGNORECASE)
+"""What a gateway answering HTTP 400 (the litellm proxy: "No connected db.", "Authentication
+Error, ...") says about a key it does not take."""
+MODEL_UNKNOWN = re.compile(
+    r"invalid model name|model[ `'\"=]+\S+[`'\"]? (does not exist|not found)|no such model"
+    r"|unknown model|model not found", re.IGNORECASE)
+"""What a server or gateway says (HTTP 400 or 404) about a model it does not serve."""
 _CONTEXT_FULL = re.compile(r"failed to find a memory slot|kv cache is full|context shift is "
                            r"disabled", re.IGNORECASE)
 
@@ -53,19 +65,77 @@ class AttemptFailed(Exception):
         """Why the server refused the request as sent, when it did: it would refuse it again."""
 
 
+_GATEWAY_PREFIX = "llm_provider-"
+"""The litellm proxy passes its provider's headers on under this prefix (a 429 of its own
+carries `llm_provider-retry-after` and no `Retry-After`)."""
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _header(headers: Any, name: str) -> str | None:
+    for spelling in (name, _GATEWAY_PREFIX + name):
+        value = headers.get(spelling)
+        if value is None and hasattr(headers, "items"):
+            value = next((v for k, v in headers.items() if str(k).lower() == spelling), None)
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    return None
+
+
+def _seconds(value: str) -> float | None:
+    """A number of seconds, or a duration as OpenAI's x-ratelimit-reset-* give it ("1s",
+    "6m0s", "20ms", "1h2m3.5s")."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(value)
+    if not parts or "".join(number + unit for number, unit in parts) != value.replace(" ", ""):
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def _http_date(value: str) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp() - time.time()
+
+
 def retry_after_of(exc: BaseException) -> float | None:
-    """The provider's Retry-After, in seconds, if it sent one."""
+    """How long the provider asks to wait, in seconds, if it said: `retry-after-ms`,
+    `retry-after` (seconds or an HTTP date), then the reset of the exhausted limit among
+    `x-ratelimit-reset-requests` and `-tokens` (the longest when none says it is exhausted);
+    each also as a gateway passes it on (`llm_provider-...`). Uncapped: the caller holds the
+    wait to its backoff ceiling."""
     headers = getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
     if not headers:
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)
     if not headers:
         return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+    found: float | None = None
+    if (value := _header(headers, "retry-after-ms")) is not None:
+        found = _seconds(value)
+        found = found / 1000 if found is not None else None
+    if found is None and (value := _header(headers, "retry-after")) is not None:
+        found = _seconds(value)
+        if found is None:
+            found = _http_date(value)
+    if found is None:
+        resets = {}
+        for limit in ("requests", "tokens"):
+            value = _header(headers, f"x-ratelimit-reset-{limit}")
+            seconds = _seconds(value) if value is not None else None
+            if seconds is not None:
+                resets[limit] = seconds
+        exhausted = [seconds for limit, seconds in resets.items()
+                     if _header(headers, f"x-ratelimit-remaining-{limit}") == "0"]
+        found = max(exhausted or resets.values(), default=None)
+    return max(0.0, found) if found is not None else None
 
 
 def _chain(exc: BaseException):
@@ -145,24 +215,30 @@ def classify(exc: BaseException, model: str, endpoint: str | None) -> AttemptFai
     status = getattr(exc, "status_code", None)
     refused = connection_failure(exc, endpoint)
     message = redact(refused or describe(exc, status))
+    at = f" at {endpoint}" if endpoint else ""
+    text = str(exc)
     if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) \
-            or status in (401, 403):
-        raise ProviderRejected(f"{model}: the provider rejected the credentials ({message})")
+            or status in (401, 403) or (status == 400 and KEY_REJECTED.search(text)):
+        raise ProviderRejected(f"{model}: the provider rejected the credentials{at} "
+                               f"({message})")
+    if status == 400 and MODEL_UNKNOWN.search(text):  # a gateway's answer for an unknown name
+        raise ProviderRejected(f"{model}: the endpoint{at} does not serve this model "
+                               f"({message})")
     client_side = client_side_failure(exc)
     if client_side is not None:
         raise ProviderRejected(f"{model}: the HTTP client could not send the request, so no "
                                f"server saw it ({redact(client_side)[:200]})")
     if isinstance(exc, litellm.NotFoundError) or status == 404:
-        raise ProviderRejected(f"{model}: model or endpoint not found ({message})")
+        raise ProviderRejected(f"{model}: model or endpoint not found{at} ({message})")
     if isinstance(exc, litellm.RateLimitError) or status == 429:
         if _QUOTA.search(str(exc)):
-            raise ProviderRejected(f"{model}: the provider's quota is exhausted ({message})")
+            raise ProviderRejected(f"{model}: the provider's quota is exhausted{at} "
+                                   f"({message})")
         return AttemptFailed(message, retryable=True, rate_limited=True,
                              retry_after=retry_after_of(exc))
     if refused is None and isinstance(exc, (litellm.Timeout, asyncio.TimeoutError)):
         return AttemptFailed(message, retryable=False, timed_out=True)
     if refused is None:
-        text = str(exc)
         if _FORMAT_REFUSED.search(text) and (status is None or status in (400, 422, 500)):
             return AttemptFailed(message, retryable=False, refusal="response_format")
         if _CONTEXT_FULL.search(text):

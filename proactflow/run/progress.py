@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ..common.errors import UserError
+from ..config.settings import RunSettings
 from ..suites.base import Suite
 
 Logger = logging.Logger | logging.LoggerAdapter
@@ -48,28 +49,54 @@ REFUSED = "refused"
 """The kind of lost coverage a re-run cannot win back: requests the server refused as sent."""
 
 
+def located_causes(settings: RunSettings, causes: dict[str, str] | None) -> dict[str, str]:
+    """The causes of lost coverage (`Suite.loss_causes`) with the model and endpoint whose calls
+    failed, for the kinds that are one role's calls (a row's error names the server's
+    sentence, not always where it came from)."""
+    located = dict(causes or {})
+    for kind, role in (("generation", settings.model_under_test), ("judge", settings.judge)):
+        cause = located.get(kind)
+        if cause is None or role is None or (role.endpoint and role.endpoint in cause):
+            continue
+        located[kind] = f"{role.model}{f' at {role.endpoint}' if role.endpoint else ''}: {cause}"
+    return located
+
+
 def coverage_problem(suite: Suite, coverage: tuple[int, int, dict[str, int]],
-                     min_coverage: float | None) -> str | None:
+                     min_coverage: float | None,
+                     causes: dict[str, str] | None = None) -> str | None:
     """Why a run's coverage (`Suite.coverage`) is too low to call it a success, or None. Nothing
     scored is always too low. With `min_coverage`, the share of samples scored must reach it;
     without, no sample may be lost to a failed or refused call (replies that are not answers
-    are the model's answers, not failures). The message says what a re-run changes."""
+    are the model's answers, not failures). The message says what a re-run changes, and the
+    cause the rows give for each kind of loss (`Suite.loss_causes`)."""
     scored, total, lost_by_kind = coverage
     if not total:
         return None
+    causes = causes or {}
+
+    def counted(kind: str, count: int) -> str:
+        return f"{count} {kind}" + (f": {causes[kind]}" if causes.get(kind) else "")
+
+    lasting = {kind: count for kind, count in lost_by_kind.items()
+               if count and kind in suite.lasting_losses}
     retryable = {kind: count for kind, count in lost_by_kind.items()
-                 if count and kind != REFUSED}
+                 if count and kind != REFUSED and kind not in lasting}
     refused = lost_by_kind.get(REFUSED, 0)
     why = []
     if retryable:
-        kinds = ", ".join(f"{count} {kind}" for kind, count in retryable.items())
+        kinds = "; ".join(counted(kind, count) for kind, count in retryable.items())
         why.append(f"{sum(retryable.values())} because calls failed ({kinds}): a re-run "
                    "retries only those (replies that could not be read are kept: a re-run "
                    "asks again past them with more --judge-attempts or --eval-attempts, or "
                    "with --refresh)")
+    for kind, count in lasting.items():
+        why.append(f"{counted(kind, count)}: {suite.lasting_losses[kind]}; a re-run as it is "
+                   "will not change that")
     if refused:
-        why.append(f"{refused} refused by the server (too long for its context, or a "
-                   "parameter it does not take; the rows say which): a re-run will not ask "
+        cause = causes.get(REFUSED) or ("too long for its context, or a parameter it does not "
+                                        "take; the rows say which")
+        why.append(f"{refused} refused by the server ({cause}): a re-run will not ask "
                    "them again; a larger context, another model or --judge-response-format, "
                    "then --refresh, can")
     reasons = "; ".join(why)
@@ -84,7 +111,7 @@ def coverage_problem(suite: Suite, coverage: tuple[int, int, dict[str, int]],
                     + (f" ({reasons})" if reasons else ""))
         return None
     if why:
-        lost = sum(retryable.values()) + refused
+        lost = sum(retryable.values()) + sum(lasting.values()) + refused
         return (f"{lost} of {total} {suite.sample_noun} not scored: {reasons}; or accept "
                 "with --min-coverage")
     return None

@@ -200,6 +200,7 @@ def evaluation_result(settings: RunSettings, run_id: uuid.UUID) -> dict[str, Any
             frames[names.judgments], frames[names.scores], provenance_of(record))
     return {"scores": frames[names.scores].to_dicts(), "complete": record["complete"],
             "record": records[-1].location, "coverage": suite.coverage(frames[names.judgments]),
+            "causes": suite.loss_causes(frames[names.judgments]),
             "outputs": outputs, "stages": record["stages"], "usage": record["usage"],
             "flow_run_id": str(run_id)}
 

@@ -24,6 +24,8 @@ tpm = 400000                          # optional: default tokens per minute per 
                                       # (default: one per 4 pairs, at most one per core)
 # deployment = "evaluate/evaluate"    # optional: each pair a run of this deployment, on the
                                       # pool's workers (a model's `work_queue` picks a queue)
+# allow_unlisted_models = true        # optional: ask an endpoint for models its /v1/models
+                                      # does not list (a router); default: refused first
 # batch = true                        # optional: every call through the providers' batch
                                       # APIs ("auto": interactive where there is none); an
                                       # entry's own batch = true/false/"auto" wins
@@ -141,6 +143,11 @@ class SweepConfig(BaseModel):
         default=False, description="Every model's and judge's calls through its provider's "
                                    "batch API (true; \"auto\": interactive where there is "
                                    "none), unless its entry says otherwise.")
+    allow_unlisted_models: bool = Field(
+        default=False, strict=True,
+        description="Ask an endpoint for a model its /v1/models does not list (a router "
+                    "serving names it does not list); default: such a model is skipped before "
+                    "any call, a judge stops the sweep.")
     batch_poll: float = Field(
         default=30.0, gt=0, description="Seconds between the first two looks at a batch's "
                                         "state, growing by half each time up to 10 minutes.")

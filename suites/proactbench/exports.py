@@ -177,7 +177,8 @@ def write_outputs(out_dir: Path, triggers: pl.DataFrame, responses: pl.DataFrame
     metrics["proactflow"].update(provenance)
     paths = {name: out_dir / name for name in
              ("phase_scores.csv", "phase_scores.parquet", "results.jsonl", "metrics.json")}
-    _write_text(paths["phase_scores.csv"], scores.write_csv())
+    # An undefined rate (nothing evaluated) is "-", as the console prints it.
+    _write_text(paths["phase_scores.csv"], scores.write_csv(null_value="-"))
     write_parquet_atomic(paths["phase_scores.parquet"], scores)
     _write_text(paths["results.jsonl"], "".join(
         json.dumps(row, ensure_ascii=False) + "\n" for row in results))

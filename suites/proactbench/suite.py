@@ -141,13 +141,6 @@ class ProactBench(Suite):
     def history_view_sample(self, sample: str) -> str:
         return history.view_sample(sample)
 
-    def coverage(self, judgments_frame: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
-        status = judgments_frame["status"]
-        return int((status == "scored").sum()), judgments_frame.height, {
-            "generation": int((status == "generation_error").sum()),
-            "judge": int((status == "judge_error").sum()),
-            "refused": int((status == "refused").sum())}
-
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses_frame: pl.DataFrame,
                       judgments_frame: pl.DataFrame, scores: pl.DataFrame,
                       provenance: dict[str, Any]) -> dict[str, str]:

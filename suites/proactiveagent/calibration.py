@@ -250,11 +250,7 @@ class JudgeCalibration(Suite):
                                      for c, status in statuses)).model_dump())
         return frame_of(pa.Table.from_pylist(rows, schema=arrow_schema(CalibrationScore)))
 
-    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
-        status = judgments["status"]
-        return int((status == "scored").sum()), judgments.height, {
-            "judge": int((status == "judge_error").sum()),
-            "no verdict": int((status == "no_verdict").sum())}
+    lost_statuses = {"judge": "judge_error", "no verdict": "no_verdict"}
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def rate(name: str) -> Callable[[dict[str, Any]], str]:

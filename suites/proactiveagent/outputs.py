@@ -33,13 +33,27 @@ def events_table(samples: pl.DataFrame, responses: pl.DataFrame,
             .sort(*keys, "sample_index").select(_EVENT_COLUMNS))
 
 
+_RATES = ("recall", "precision", "accuracy", "false_alarm", "f1", "accept_rate", "f1_ci_low",
+          "f1_ci_high", "accuracy_ci_low", "accuracy_ci_high")
+
+
+def split_scores_csv(scores: pl.DataFrame) -> bytes:
+    """split_scores.csv as the console shows it: a split with nothing scored has no rates
+    (upstream's formula gives 0.0 for 0/0), so they are "-", as are the intervals."""
+    undefined = pl.col("scored") == 0
+    shown = scores.with_columns(
+        pl.when(undefined).then(None).otherwise(pl.col(name)).alias(name)
+        for name in _RATES if name in scores.columns)
+    return shown.write_csv(null_value="-").encode()
+
+
 def write_outputs(out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                   judgments: pl.DataFrame, scores: pl.DataFrame,
                   provenance: dict[str, Any]) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in
              ("split_scores.csv", "events.csv", "metrics.json", "metrics.csv")}
-    write_atomic(paths["split_scores.csv"], scores.write_csv().encode())
+    write_atomic(paths["split_scores.csv"], split_scores_csv(scores))
     write_atomic(paths["events.csv"],
                  events_table(samples, responses, judgments).write_csv().encode())
     metrics = {"metrics": upstream_rows(scores), "splits": scores.to_dicts(),

@@ -284,13 +284,9 @@ class ProactiveAgent(ProactiveAgentPresentation, Suite):
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return score_splits(judgments)
 
-    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
-        status = judgments["status"]
-        return int((status == "scored").sum()), judgments.height, {
-            kind: int((status == name).sum()) for kind, name in (
-                ("generation", "generation_error"), ("invalid reply", "invalid_reply"),
-                ("judge", "judge_error"), ("not imported", "not_imported"),
-                ("refused", "refused"))}
+    lost_statuses = {"generation": "generation_error", "invalid reply": "invalid_reply",
+                     "judge": "judge_error", "not imported": "not_imported",
+                     "refused": "refused"}
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

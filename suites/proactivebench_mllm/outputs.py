@@ -13,10 +13,10 @@ import polars as pl
 from ...cache.artifacts import write_atomic
 
 MCQA_METRICS = ("dataset", "samples", "acc", "ps", "scored", "generation_errors",
-                "image_errors", "environment_crashes")
+                "image_errors", "environment_crashes", "refused")
 OEG_METRICS = ("dataset", "samples", "ps", "cp", "agg", "scored", "judge_errors",
-               "generation_errors", "environment_crashes", "upstream_ps", "upstream_cp",
-               "upstream_agg")
+               "generation_errors", "environment_crashes", "refused", "upstream_ps",
+               "upstream_cp", "upstream_agg")
 SAMPLE_COLUMNS = ("dataset", "sample_id", "correct_prediction", "num_turns", "stop_reason",
                   "status", "message")
 OEG_SAMPLE_COLUMNS = ("dataset", "sample_id", "stop_reason", "status", "message", "ps", "cp",
@@ -32,6 +32,8 @@ def metrics_table(scores: pl.DataFrame) -> pl.DataFrame:
     """The mode's columns, then `variant` ("mcqa", "mcqa hint", "mcqa reference", "oeg", "oeg
     hint"): the file says which variant it scores."""
     mode = scores["mode"][0] if scores.height else "mcqa"
+    if "refused" not in scores.columns:  # scores stored before the column was added
+        scores = scores.with_columns(refused=pl.lit(0, pl.Int64))
     variant = pl.concat_str(
         "mode", pl.when(pl.col("hint")).then(pl.lit(" hint")).otherwise(pl.lit("")),
         pl.when(pl.col("reference")).then(pl.lit(" reference")).otherwise(pl.lit("")))
@@ -64,7 +66,9 @@ def write_outputs(out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
               "steps.csv": steps_table(responses)}
     paths = {name: out / name for name in (*tables, "metrics.json")}
     for name, table in tables.items():
-        write_atomic(paths[name], table.write_csv().encode())
+        # metrics.csv: an undefined figure (nothing scored) is "-", as the console prints it.
+        null = "-" if name == "metrics.csv" else ""
+        write_atomic(paths[name], table.write_csv(null_value=null).encode())
     metrics = {"metrics": tables["metrics.csv"].to_dicts(), "scores": scores.to_dicts(),
                "proactflow": provenance}
     write_atomic(paths["metrics.json"],

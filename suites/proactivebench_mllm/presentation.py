@@ -64,7 +64,8 @@ class ProactiveBenchMllmPresentation(SuitePresentation):
         return [("dataset", lambda r: r["dataset"]), ("samples", lambda r: str(r["samples"])),
                 ("scored", lambda r: str(r["scored"])), ("acc", number("acc")),
                 ("ps", number("ps")), ("cp", number("cp")), ("agg", number("agg")),
-                ("errors", lambda r: str(r["generation_errors"] + r["judge_errors"]))]
+                ("errors", lambda r: str(r["generation_errors"] + r["judge_errors"])),
+                ("refused", lambda r: str(r.get("refused") or 0))]
 
     def console_columns_for(self, settings: RunSettings
                             ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:

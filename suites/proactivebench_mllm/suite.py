@@ -261,12 +261,12 @@ class ProactiveBenchMllm(ProactiveBenchMllmPresentation, Suite):
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return scores(judgments)
 
-    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
-        final = judgments.filter(pl.col("final"))["status"]
-        return int(final.is_in(["scored", "image_error"]).sum()), final.len(), {
-            kind: int((final == status).sum()) for kind, status in (
-                ("generation", "generation_error"), ("judge", "judge_error"),
-                ("environment crash", "environment_crash"), ("refused", "refused"))}
+    scored_statuses = ("scored", "image_error")
+    lost_statuses = {"generation": "generation_error", "judge": "judge_error",
+                     "environment crash": "environment_crash", "refused": "refused"}
+
+    def counted_rows(self, judgments: pl.DataFrame) -> pl.DataFrame:
+        return judgments.filter(pl.col("final"))
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

@@ -88,7 +88,8 @@ def judgment_rows(sample: dict[str, Any], steps: list[dict[str, Any]],
         failed = next((outcome for outcome in mine if not outcome.ok), None)
         score = score_turn([(request.time, text) for request, text in zip(plan, texts)],
                            turn.reply_start, turn.reply_end, turn.related_end)
-        status = "judge_error" if failed is not None else score.status
+        status = score.status if failed is None else \
+            "refused" if failed.status == "refused" else "judge_error"
         scored = status == "scored"
         why = None if scored else (
             failed.error if failed is not None else "a judge reply does not start with 1, 2 "

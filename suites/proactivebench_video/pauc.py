@@ -233,6 +233,7 @@ def part_metrics(turns: Iterable[TurnResult], omegas: Sequence[float] = OMEGAS, 
                                         / len(scored)) if scored else None
         for status in NOT_SCORED:
             row[f"{status}s"] = sum(t.score.status == status for t in by_part[part])
+        row["refused"] = sum(t.score.status == "refused" for t in by_part[part])
         for omega in omegas:
             per_sample: dict[str, tuple[float, int]] = {}
             for t in by_part[part]:

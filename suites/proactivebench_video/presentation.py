@@ -68,7 +68,8 @@ class ProactiveBenchVideoPresentation(SuitePresentation):
                 ("w=0.5 95 % CI", lambda row: _interval(row, half)),
                 ("final score", lambda row: _cell(row["final_score_mean"])),
                 ("lost", lambda row: str(row["judge_errors"] + row["generation_errors"]
-                                         + row["errors"]))]
+                                         + row["errors"])),
+                ("refused", lambda row: str(row.get("refused") or 0))]
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:

@@ -5,8 +5,8 @@ the turn-weighted mean x 100 at omega 0, 0.5 and 1 with 95 % bootstrap intervals
 samples (pauc.part_metrics), the turns lost by kind, and the time-agnostic view (each scored
 turn's final in-window score).
 
-Exports: metrics.csv (`part, turns, pauc_0, pauc_0.5, pauc_1`: the issue's contract; a row
-per part, then `all`),
+Exports: metrics.csv (`part, turns, pauc_0, pauc_0.5, pauc_1`: the issue's contract, then
+`refused`, as every suite's console table and CSV have it; a row per part, then `all`),
 metrics.json (every score column and the run's provenance), turns.csv (one row per gold turn),
 samples.csv (one row per sample and rollout) and steps.csv (every step's output).
 """
@@ -25,7 +25,7 @@ from .pauc import OMEGAS, TurnResult, TurnScore, omega_column, part_metrics
 from .tables import PartScoreRow
 
 ALL_PARTS = "all"
-METRICS_COLUMNS = ["part", "turns", *(omega_column(omega) for omega in OMEGAS)]
+METRICS_COLUMNS = ["part", "turns", *(omega_column(omega) for omega in OMEGAS), "refused"]
 
 
 def _turn_result(row: dict[str, Any], part: str) -> TurnResult:
@@ -85,7 +85,11 @@ def write_outputs(out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
     names = ("metrics.csv", "metrics.json", "turns.csv", "samples.csv", "steps.csv")
     paths = {name: out / name for name in names}
     # Every part, then `all` (every turn of the run), as the console table and metrics.json.
-    write_atomic(paths["metrics.csv"], scores.select(METRICS_COLUMNS).write_csv().encode())
+    if "refused" not in scores.columns:  # scores stored before the column was added
+        scores = scores.with_columns(refused=pl.lit(0, pl.Int64))
+    # An undefined PAUC (no turn scored) is "-", as the console prints it.
+    write_atomic(paths["metrics.csv"],
+                 scores.select(METRICS_COLUMNS).write_csv(null_value="-").encode())
     metrics = {"parts": scores.to_dicts(), "proactflow": provenance}
     write_atomic(paths["metrics.json"], (json.dumps(metrics, indent=2, ensure_ascii=False)
                                          + "\n").encode())

@@ -253,12 +253,10 @@ class ProactiveBenchVideo(ProactiveBenchVideoPresentation, Suite):
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         return score_parts(judgments)
 
-    def coverage(self, judgments: pl.DataFrame) -> tuple[int, int, dict[str, int]]:
-        status = judgments["status"]
-        return int((status == "scored").sum()), judgments.height, {
-            kind: int((status == name).sum()) for kind, name in (
-                ("generation", "generation_error"), ("judge", "judge_error"),
-                ("undecodable video", "error"))}
+    lost_statuses = {"generation": "generation_error", "judge": "judge_error",
+                     "undecodable video": "error", "refused": "refused"}
+    lasting_losses = {"undecodable video": "decoding a file fails the same way every time: "
+                                           "replace or remove it"}
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses: pl.DataFrame,
                       judgments: pl.DataFrame, scores: pl.DataFrame,

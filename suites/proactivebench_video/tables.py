@@ -67,7 +67,7 @@ class StepRow(BaseModel):
     request_key: str | None = Field(description="Key of the call in the per-call cache.")
 
 
-TurnStatusName = Literal["scored", "judge_error", "generation_error", "error"]
+TurnStatusName = Literal["scored", "judge_error", "generation_error", "error", "refused"]
 
 
 class TurnRow(BaseModel):
@@ -83,7 +83,8 @@ class TurnRow(BaseModel):
     status: TurnStatusName = Field(description=(
         "scored; judge_error (a judge call failed or its reply never started with 1, 2 or 3); "
         "generation_error (the episode stopped before its end); error (the video could not be "
-        "decoded). Only scored turns enter PAUC; the others are counted."))
+        "decoded); refused (the server refused a judge request as sent: not asked again). "
+        "Only scored turns enter PAUC; the others are counted."))
     message: str | None = Field(description="Why the turn is not scored.")
     reply_start: float = Field(description="The reply window's start (s).")
     reply_end: float = Field(description="The reply window's end (s, inclusive).")
@@ -119,6 +120,8 @@ class PartScoreRow(BaseModel):
     judge_errors: int = Field(description="Turns lost to the judge.")
     generation_errors: int = Field(description="Turns lost to a failed episode.")
     errors: int = Field(description="Turns lost to an undecodable video.")
+    refused: int = Field(default=0, description="Turns whose judge request the server refused "
+                                                "as sent (not asked again by a re-run).")
     pauc_0_ci_low: float | None = Field(description="95 % bootstrap interval of pauc_0, "
                                                     "resampling samples: low.")
     pauc_0_ci_high: float | None = Field(description="... high.")
