@@ -10,6 +10,10 @@ Every line of every batch created is counted per custom_id (`lines_submitted`): 
 tests assert on is measured here. `on_event(name, batch_or_file_id)` is called before the
 server answers "upload", "create" (the batch exists by then), "retrieve" and "content", so a
 test can kill its client in any phase.
+
+`files_unconfigured` (a message) makes every files and batches route answer HTTP 500 with it, as
+the litellm proxy does until its files settings are configured; `unconfigured_routes` narrows
+that to some ("files" alone: the batches route answers, the upload fails).
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ class FakeBatches(FakeOpenAI):
         self.batch_sizes: list[int] = []
         self.on_event: Callable[[str, str], None] | None = None
         self.authorizations: list[str] = []
+        self.files_unconfigured: str | None = None
+        self.unconfigured_routes: frozenset[str] = frozenset({"files", "batches"})
+        self.route_requests: Counter[str] = Counter()
+        """Requests per method and route kind ("GET batches", "POST files"...)."""
         self._batch_lock = threading.Lock()
 
     # What a test reads.
@@ -57,7 +65,12 @@ class FakeBatches(FakeOpenAI):
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         parts = path.split("/")
-        if method == "POST" and path.endswith("/files"):
+        kind = "files" if "/files" in path else "batches"
+        self.route_requests[f"{method} {kind}"] += 1
+        if self.files_unconfigured is not None and kind in self.unconfigured_routes:
+            handler._send(500, {"error": {"message": self.files_unconfigured, "type": "None",
+                                          "param": "None", "code": "500"}})
+        elif method == "POST" and path.endswith("/files"):
             file_id = self._upload(handler.headers.get("Content-Type", ""), raw)
             self._event("upload", file_id)
             handler._send(200, self._file_object(file_id))

@@ -26,10 +26,20 @@ def batch_line(record: BatchRecord, now: float | None = None) -> str:
 
 
 def pending_lines(records: list[BatchRecord]) -> list[str]:
-    """`status`: the batches still running at their provider, with their age."""
-    live = [record for record in records if record.live]
-    if not live:
-        return []
-    return [f"batches     {len(live)} pending (re-run the command to collect them; "
-            "'proactflow batches cancel' stops them)",
-            *(f"  {batch_line(record)}" for record in live)]
+    """`status`: the batches still running at their provider, with their age; apart, the
+    records whose batch may never have been created (their id was never recorded): those are
+    not pending, a run or `batches cancel` settles them."""
+    live = [record for record in records if record.live and record.batch_id]
+    unsettled = [record for record in records if record.live and not record.batch_id]
+    lines = []
+    if live:
+        lines += [f"batches     {len(live)} pending (re-run the command to collect them; "
+                  "'proactflow batches cancel' stops them)",
+                  *(f"  {batch_line(record)}" for record in live)]
+    if unsettled:
+        lines += [f"batches     {len(unsettled)} not known to exist (the process creating "
+                  f"{'it' if len(unsettled) == 1 else 'them'} stopped before its id came back; "
+                  "the next run, or 'proactflow batches cancel --all', finds or drops "
+                  f"{'it' if len(unsettled) == 1 else 'them'})",
+                  *(f"  {batch_line(record)}" for record in unsettled)]
+    return lines

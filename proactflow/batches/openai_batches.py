@@ -12,7 +12,7 @@ import litellm
 from ..config.endpoints import split_credentials
 from ..config.settings import ModelRole
 from ..providers.chat import api_key_for
-from .protocol import BatchLimits, BatchLine, BatchProgress, LineResult
+from .protocol import BatchLimits, BatchLine, BatchProgress, LineResult, NotCreated
 
 PROVIDERS = ("openai", "azure", "hosted_vllm", "litellm_proxy")
 """litellm's providers whose batches are OpenAI's (files, /v1/batches, JSONL output)."""
@@ -51,9 +51,12 @@ class OpenAIBatches:
 
     async def submit(self, lines: Sequence[BatchLine], tag: str) -> str:
         content = b"".join(self.encode(line) for line in lines)
-        uploaded = await litellm.acreate_file(
-            file=(f"proactflow-{tag}.jsonl", content, "application/jsonl"), purpose="batch",
-            **self._auth)
+        try:
+            uploaded = await litellm.acreate_file(
+                file=(f"proactflow-{tag}.jsonl", content, "application/jsonl"),
+                purpose="batch", **self._auth)
+        except Exception as exc:  # no input file, no batch
+            raise NotCreated(f"the batch's input file was not uploaded: {exc}") from exc
         batch = await litellm.acreate_batch(
             completion_window="24h", endpoint="/v1/chat/completions",
             input_file_id=uploaded.id, metadata={TAG_FIELD: tag}, **self._auth)

@@ -19,6 +19,12 @@ ENDED: frozenset[str] = frozenset({"completed", "failed", "expired", "cancelled"
 """States after which a batch changes no more: its finished lines are read, the rest sent again."""
 
 
+class NotCreated(Exception):
+    """What `submit` raises when the provider is known to have created no batch (its input was
+    never accepted): the record is closed at once, without asking `find`. Raised from the
+    provider's own error, which is what the caller reports."""
+
+
 @dataclass(frozen=True)
 class BatchLine:
     custom_id: str
@@ -77,7 +83,9 @@ class BatchProvider(Protocol):
     async def submit(self, lines: Sequence[BatchLine], tag: str) -> str:
         """Upload `lines` and create one batch of them; return its id. `tag` is recorded in the
         store before this is called and is attached to the batch (its metadata), so that `find`
-        recognises it after a crash between creating the batch and recording its id."""
+        recognises it after a crash between creating the batch and recording its id. Raises
+        NotCreated (from the provider's error) when no batch can exist, e.g. the upload of its
+        input failed."""
         ...
 
     async def find(self, tag: str, *, created_after: float | None = None) -> str | None:

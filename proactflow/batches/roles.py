@@ -10,6 +10,7 @@ from pathlib import Path
 from ..common.errors import UserError
 from ..common.redaction import redact_url
 from ..config.settings import Generation, ModelRole, RuntimeOptions
+from .probe import missing_batch_api
 from .providers import ADAPTERS, batch_provider, provider_name
 from .registry import BatchRecord, BatchRegistry, LocalBatchRegistry
 from .transport import BatchTransport, PollSchedule
@@ -22,21 +23,33 @@ one batch, so the stage pools are not held to --concurrency (a provider batch ta
 
 
 def batched(role: ModelRole) -> bool:
-    """Whether this role's calls go through its provider's batch API."""
-    return role.batch == "on" or (role.batch == "auto" and provider_name(role) in ADAPTERS)
+    """Whether this role's calls go through its provider's batch API: always with --batch (the
+    plan refused an endpoint without one), with --batch auto where its endpoint has one."""
+    return role.batch == "on" or (role.batch == "auto" and provider_name(role) in ADAPTERS
+                                  and missing_batch_api(role) is None)
 
 
-def check_batch_roles(roles: dict[str, ModelRole]) -> list[str]:
+def check_batch_roles(roles: dict[str, ModelRole], probe: bool = True) -> list[str]:
     """The plan's lines about batching; a one-line error, before any call, for a role asked to
-    be batched whose provider has no batch API proactflow speaks."""
+    be batched whose provider has no batch API proactflow speaks or, with `probe`, whose
+    endpoint has none (probe.py: read once per run)."""
     lines = []
     for name, role in roles.items():
         if role.batch == "off":
             continue
         provider = provider_name(role)
         label = name.replace("_", " ")
-        if provider in ADAPTERS:
+        missing = missing_batch_api(role) if probe and provider in ADAPTERS else None
+        if provider in ADAPTERS and missing is None:
             lines.append(f"batch       {label} {role.model}: {provider}'s batch API")
+        elif provider in ADAPTERS and role.batch == "auto":
+            lines.append(f"batch       {label} {role.model}: interactive, its endpoint "
+                         f"{role.endpoint} has no batch API ({missing}; --batch auto)")
+        elif provider in ADAPTERS:
+            raise UserError(
+                f"--batch: the endpoint {role.endpoint} of {role.model} has no batch API "
+                f"({missing}); use --batch auto to call it interactively there, or leave "
+                "--batch out")
         elif role.batch == "auto":
             lines.append(f"batch       {label} {role.model}: interactive ({provider} has no "
                          "batch API proactflow speaks; --batch auto)")

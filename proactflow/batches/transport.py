@@ -25,7 +25,7 @@ from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response impo
     convert_to_model_response_object
 
 from .openai_batches import PROVIDERS as OPENAI_STYLE
-from .protocol import ENDED, BatchLine, BatchProvider, LineResult
+from .protocol import ENDED, BatchLine, BatchProvider, LineResult, NotCreated
 from .registry import NEVER_CREATED, BatchRecord, BatchRegistry
 
 log = logging.getLogger("proactflow")
@@ -221,10 +221,13 @@ class BatchTransport:
         batch_id: str | None
         try:
             batch_id = await self.provider.submit(lines, tag)
-        except Exception:
+        except NotCreated as exc:
+            await self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
+            raise exc.__cause__ or exc
+        except Exception as exc:
             # Created or not? The provider says; an unanswered question leaves the record
             # without an id, for whoever needs these requests next to ask again.
-            batch_id = await self.provider.find(tag, created_after=record.created - CLOCK_SKEW_S)
+            batch_id = await self._found_after(record, exc)
             if batch_id is None:
                 await self.registry.put(record.with_(state=NEVER_CREATED, ended=time.time()))
                 raise
@@ -239,6 +242,20 @@ class BatchTransport:
         await self.registry.put(record)
         await self._progressed(record)
         return await self._follow(record)
+
+    async def _found_after(self, record: BatchRecord, failure: Exception) -> str | None:
+        """The batch `record` stands for, after its creation failed with `failure`; None when
+        the provider says there is none. A provider that cannot say leaves the record without
+        an id (for the next run, or `batches cancel`, to settle) and `failure` is raised: it is
+        what went wrong, not the question after it."""
+        try:
+            return await self.provider.find(record.tag,
+                                             created_after=record.created - CLOCK_SKEW_S)
+        except Exception as exc:
+            log.warning("batch of %d lines (%s, tag %s): whether it was created is unknown (%s)",
+                        record.total, self.model, record.tag[:12],
+                        str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        raise failure  # outside the handler: its own cause stays the one it was raised with
 
     async def _progressed(self, record: BatchRecord) -> None:
         if self.on_progress is not None:

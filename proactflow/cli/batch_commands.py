@@ -48,19 +48,23 @@ def _registry(args: argparse.Namespace):
 
 def batches_ls_command(args: argparse.Namespace) -> int:
     from ..batches.listing import batch_line
+    from ..batches.settle import refresh_all
 
-    records = asyncio.run(_registry(args).records())
+    registry = _registry(args)
+    # Live batches as their providers say now: a cancel or an end since the last run shows.
+    records, problems = asyncio.run(refresh_all(asyncio.run(registry.records()), registry))
     shown = [record for record in records if record.live or not args.pending]
     for record in shown:
         print(batch_line(record))
     if not shown:
         print("no batches" + (" pending" if args.pending else ""))
+    for problem in problems:
+        print(problem)
     return 0
 
 
 def batches_cancel_command(args: argparse.Namespace) -> int:
-    from ..batches.providers import batch_provider
-    from ..batches.roles import role_of
+    from ..batches import settle
 
     if not args.ids and not args.all:
         raise UserError("name the batches to cancel (ids from 'proactflow batches ls') or "
@@ -73,16 +77,11 @@ def batches_cancel_command(args: argparse.Namespace) -> int:
         raise UserError(f"no pending batch {', '.join(sorted(unknown))} in this store "
                         "('proactflow batches ls --pending' lists them)")
 
-    async def cancel_all() -> None:
-        for record in chosen:
-            provider = batch_provider(role_of(record))
-            if provider is None or not record.batch_id:
-                print(f"cannot cancel {record.batch_id or record.tag}: its id or provider is "
-                      "unknown")
-                continue
-            await provider.cancel(record.batch_id)
-            await registry.put(record.with_(state="cancelling"))
-            print(f"cancelling {record.batch_id} ({record.model}, {record.total} lines)")
+    async def cancel_all() -> list[str]:
+        return [await settle.cancel(record, registry) for record in chosen]
 
-    asyncio.run(cancel_all())
-    return 0
+    lines = asyncio.run(cancel_all())
+    for line in lines:
+        print(line)
+    # What could not be done is said above; exit 1 so a script sees it.
+    return 1 if any(line.startswith("cannot cancel") for line in lines) else 0

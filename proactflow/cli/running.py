@@ -54,8 +54,10 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
     from ..run.pipeline import materialize_samples, open_store, stored_responses, suite_of
     from ..run.stage_keys import with_endpoint_fingerprints
     from ..batches.listing import pending_lines
-    from ..batches.roles import open_registry
-    from ..run.preflight import check_access, lookup_calls, make_plan, stage_states
+    from ..batches.settle import refresh_all
+    from ..batches.roles import check_batch_roles, open_registry
+    from ..run.preflight import (called_roles, check_access, lookup_calls, make_plan,
+                                 stage_states)
 
     regenerate = args.command != "rejudge"
     suite, store = suite_of(settings), open_store(settings)
@@ -68,6 +70,8 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
         check_access(settings.model_under_test, "model under test", unlisted)
     if args.command != "status" and settings.judge is not None:
         check_access(settings.judge, "judge", unlisted)
+    # Each endpoint's batch API, read once: --batch without one stops here, before any call.
+    check_batch_roles(called_roles(settings, regenerate))
     if checked is not None:
         checked()
     samples, _ = materialize_samples(suite, settings, store, source)  # validates new data
@@ -95,7 +99,8 @@ def preflight(args: argparse.Namespace, settings: RunSettings,
                                  judge_prompts):
             print(line)
         registry = open_registry(store.local_dir("batches"), settings.database)
-        for line in pending_lines(asyncio.run(registry.records())):
+        records, problems = asyncio.run(refresh_all(asyncio.run(registry.records()), registry))
+        for line in [*pending_lines(records), *problems]:
             print(line)
         return False
     return not args.dry_run
@@ -113,11 +118,13 @@ def quiet_temporary_server() -> None:
 def run_command(args: argparse.Namespace) -> int:
     """`run`, `status`, and `rejudge` of one evaluation by one judge (cli/rejudging.py hands
     it those)."""
+    from ..batches.probe import forget_probes
     from ..config.endpoints import forget_listings
     from ..providers.structured_output import forget_all
     from ..run.offline import check_network
 
     forget_listings()  # each run reads an endpoint's /models once, and learns its formats anew
+    forget_probes()  # and its batch API
     forget_all()
 
     def option_checks() -> RunSettings:
@@ -128,7 +135,7 @@ def run_command(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
         suite = suite_of(settings)
         suite.check_settings(settings)
-        check_batch_roles(called_roles(settings, args.command == "run"))
+        check_batch_roles(called_roles(settings, args.command == "run"), probe=False)
         if suite.sends_images and args.command == "run" and suite.asks_model:
             check_vision(settings.model_under_test)
         return settings

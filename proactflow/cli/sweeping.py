@@ -19,7 +19,7 @@ from .running import quiet_temporary_server
 
 def sweep_command(args: argparse.Namespace) -> int:
     from ..run.pipeline import materialize_samples, open_store, suite_of
-    from ..run.preflight import check_access, check_vision
+    from ..run.preflight import check_vision
     from ..sweeps.sweep_file import load_sweep
 
     start_temporary_server()  # first thing: it boots while the sweep's imports and checks run
@@ -62,15 +62,15 @@ def sweep_command(args: argparse.Namespace) -> int:
     suite.judge_prompts(runs[0], store)
     # With a deployment the workers make the calls, with their keys and their network: a pair
     # they cannot serve fails there, with its reason.
-    def access(role: Any, label: str) -> None:
+    def access(role: Any, kind: str) -> None:
         if not config.deployment:
-            check_access(role, label, config.allow_unlisted_models)
+            checked_access(role, kind, config.allow_unlisted_models)
     for judge in config.judges:
-        access(judge.role("judge", config.suite), "judge")
+        access(judge.role("judge", config.suite, batch=config.batch), "judge")
     skipped, models = [], []
     for model in config.models:
         try:
-            role = model.role("model_under_test", config.suite)
+            role = model.role("model_under_test", config.suite, batch=config.batch)
             if suite.sends_images:
                 check_vision(role)  # before any network check
             access(role, "model under test")
@@ -113,6 +113,17 @@ def sweep_command(args: argparse.Namespace) -> int:
               f"[{100 * finding['ci_low']:+.1f}, {100 * finding['ci_high']:+.1f}], "
               f"{len(finding['changed'])} samples changed verdict")
     return 1 if failures or (regressions and args.fail_on_regression) else 0
+
+
+def checked_access(role: Any, kind: str, unlisted: bool = False) -> None:
+    """A role's endpoint answers, serves the model (unless `unlisted` allows a name its list
+    lacks), and has the batch API its batch mode asks for (read once: the pairs' processes
+    read it again, for `batch = "auto"`)."""
+    from ..batches.roles import check_batch_roles
+    from ..run.preflight import check_access
+
+    check_access(role, kind, unlisted)
+    check_batch_roles({kind.replace(" ", "_"): role})
 
 
 def _prestart_process_groups(config: Any, runs: list[Any]) -> None:

@@ -188,6 +188,20 @@ _PYDANTIC_ERROR = re.compile(r"'loc': \((?P<loc>[^)]*)\), 'msg': (?P<q>[\"'])(?P
 _HEADER = re.compile(r"^\d+ validation errors?\b|:$|^(error|traceback)\b", re.IGNORECASE)
 
 
+def body_message(exc: BaseException) -> str | None:
+    """The message of the error body the server sent, as the HTTP client kept it (`body`:
+    OpenAI's `{"error": {"message"}}`, FastAPI's `{"detail"}`), on one line; None without one."""
+    for link in _chain(exc):
+        body = getattr(link, "body", None)
+        if isinstance(body, dict):
+            found = body.get("error", body.get("detail", body.get("message")))
+            if isinstance(found, dict):
+                found = found.get("message", found.get("error"))
+            if isinstance(found, str) and found.strip():
+                return " ".join(found.split())[:300]
+    return None
+
+
 def describe(exc: BaseException, status: int | None) -> str:
     """A short message: litellm nests provider names and class names several times over, and
     some servers start theirs with a header ("1 validation error:"): the lines that say what is
@@ -197,6 +211,9 @@ def describe(exc: BaseException, status: int | None) -> str:
     text = re.sub(r"^(litellm\.)?\w+(Error|Timeout): ", "", text)
     if _HEADER.search(text) or len(text) < 40:
         text = " ".join([text, *lines[1:4]])
+    said = body_message(exc)
+    if said and said not in text:  # "Error code: 500" alone: the server's words are in its body
+        text = f"{text}: {said}" if text else said
     validation = _PYDANTIC_ERROR.search(text)
     if validation:  # FastAPI's validation error as a dict: its location and what it says
         where = ".".join(part.strip(" '\"") for part in validation["loc"].split(",")
