@@ -1,5 +1,6 @@
 """proactflow: how proactive LLMs are, measured on the field's benchmarks (each a suite:
-ProactBench, ProactiveAgent's ProactiveBench, or one of your own), as Prefect flows over cached,
+ProactBench, Proactive Agent's ProactiveBench, the multimodal and the video ProactiveBench, or
+one of your own), as Prefect flows over cached,
 content-addressed Parquet stages.
 
 A run fetches a suite's samples, asks the model under test, has a judge (or a check) score each

@@ -48,7 +48,9 @@ def add_evaluation_commands(commands: Any) -> None:
             add_role_options(sub, "eval", "model under test", required=name != "rejudge",
                              default_model=None)
         add_role_options(sub, "judge", "judge", required=False,
-                         default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent needs one")
+                         default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent, "
+                                       "proactivebench-video and proactivebench-mllm --mode "
+                                       "oeg need one")
         judge = sub.add_argument_group("judge prompt")
         judge.add_argument("--judge-prompt", metavar="FILE",
                            help="judge system prompt file (default: the upstream prompt, "
