@@ -9,6 +9,12 @@ across runs); the stages own their content-addressed Parquet artifacts instead.
 
 from __future__ import annotations
 
+# A deployment's worker starts its process by importing this module: its set-up first, before
+# the imports of Prefect and litellm below (common/process.py).
+from proactflow.common.process import tune_process
+
+tune_process()
+
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,7 @@ from proactflow.config.settings import RunSettings
 from proactflow.flows.wiring import (JudgmentsStage, ResponsesStage, SamplesStage, ScoresStage,
                                      judgments_stage, responses_stage, run_evaluation,
                                      samples_stage, scores_stage)
+from proactflow.providers.litellm_setup import set_up_litellm
 from proactflow.run.pipeline import StageReport
 from proactflow.run.progress import Logger
 from proactflow.stages.streaming import RowStream
@@ -98,6 +105,7 @@ def run_name() -> str:
 @flow(name="evaluate", flow_run_name=run_name, persist_result=False, validate_parameters=True)
 async def evaluate(settings: RunSettings) -> dict[str, Any]:
     """Regenerate and judge every sample of the suite's data, then score each group."""
+    set_up_litellm()
     return await run_evaluation(PrefectTracking(), settings, regenerate=True)
 
 
@@ -108,6 +116,7 @@ async def rejudge(settings: RunSettings, triggers_key: str | None = None,
     """Judge the cached responses of a model again (new judge or prompt), then score them.
     With `triggers_key` and `responses_key`, judge those stored artifacts (e.g. an import),
     recording `model_under_test_facts` (what the responses artifact says) about their model."""
+    set_up_litellm()
     stored = (triggers_key, responses_key) if triggers_key and responses_key else None
     return await run_evaluation(PrefectTracking(), settings, regenerate=False, stored=stored,
                                 model_under_test_facts=model_under_test_facts)

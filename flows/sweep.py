@@ -4,6 +4,12 @@ A model that fails does not stop the others; the summary says which failed and w
 
 from __future__ import annotations
 
+# A deployment's worker starts its process by importing this module: its set-up first, before
+# the imports of Prefect and litellm below (common/process.py).
+from proactflow.common.process import tune_process
+
+tune_process()
+
 import asyncio
 from pathlib import Path
 from typing import Any
@@ -15,6 +21,7 @@ from prefect.artifacts import (acreate_link_artifact, acreate_markdown_artifact,
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.config.settings import RunSettings
 from proactflow.flows.evaluate import evaluate
+from proactflow.providers.litellm_setup import set_up_litellm
 from proactflow.run.pipeline import suite_of
 from proactflow.results.history import now, series_slug
 from proactflow.results.history_page import add_to_report, findings_section
@@ -78,6 +85,8 @@ def process_count_of(config: SweepConfig, runs: list[RunSettings]) -> int:
 async def sweep(config: SweepConfig) -> dict[str, Any]:
     """Evaluate every (model, judge) of the sweep concurrently, then rank them."""
     from prefect.runtime import flow_run
+
+    set_up_litellm()  # its snapshot probes are calls
 
     logger = get_run_logger()
     night, run_id = now(), str(flow_run.id or "local")

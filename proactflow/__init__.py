@@ -1,5 +1,6 @@
 """proactflow: how proactive LLMs are, measured on the field's benchmarks (each a suite:
-ProactBench, ProactiveAgent's ProactiveBench, or one of your own), as Prefect flows over cached,
+ProactBench, Proactive Agent's ProactiveBench, the multimodal and the video ProactiveBench, or
+one of your own), as Prefect flows over cached,
 content-addressed Parquet stages.
 
 A run fetches a suite's samples, asks the model under test, has a judge (or a check) score each
@@ -7,16 +8,10 @@ reply and aggregates the scores. Each stage writes an artifact keyed by everythi
 its output and every LLM call goes through a per-call cache, so a repeated, resumed or
 re-judged run pays only for what is new. The subpackages are grouped by concept, each one's
 docstring saying what it owns and what it may import (docs/layout.md has the map).
+
+Importing it changes nothing outside proactflow (no environment variable, no collector
+setting, no patch of litellm): the `proactflow` command and the other entries of its processes
+set their process up (common/process.py, providers/litellm_setup.py).
 """
-
-import os as _os
-
-# litellm fetches a model price map over the network at import unless told to use its bundled copy.
-_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-# Before the heavy imports (Prefect, litellm): collect garbage less often (gcpolicy.py).
-from .common import gcpolicy as _gcpolicy  # noqa: E402
-
-_gcpolicy.tune()
 
 __version__ = "0.1.0"

@@ -110,8 +110,7 @@ def upward_imports() -> set[tuple[str, str]]:
 
 def test_every_module_belongs_to_a_layer():
     unplaced = {name for name in package_modules() if layer_of(name) is None}
-    # The package's __init__ sets the environment and the collector up for every command;
-    # flows/__init__ holds only its docstring.
+    # The package's __init__ and flows/__init__ hold only their docstrings (and a version).
     assert unplaced == {"proactflow", "proactflow.flows"}
     assert imports_of("proactflow.flows", ROOT / "flows" / "__init__.py",
                       set(package_modules())) == set()
@@ -178,3 +177,19 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
                         break
                 components.append(sorted(component))
     return components
+
+
+def upward_table() -> str:
+    """docs/layout.md's table of the imports that point up, as UPWARD_KNOWN gives them."""
+    return "".join(f"| `{importer.removeprefix('proactflow.')}` | "
+                   f"`{imported.removeprefix('proactflow.')}` | {why} |\n"
+                   for (importer, imported), why in sorted(UPWARD_KNOWN.items()))
+
+
+def test_the_layout_page_lists_the_upward_imports_this_test_knows():
+    page = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    start = page.index("<!-- upward imports: generated from tests/test_layering.py")
+    start = page.index("|---|---|---|\n", start) + len("|---|---|---|\n")
+    end = page.index("<!-- end of upward imports -->", start)
+    assert page[start:end] == upward_table(), \
+        "docs/layout.md's upward imports differ from UPWARD_KNOWN: paste\n" + upward_table()

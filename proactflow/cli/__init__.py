@@ -37,6 +37,9 @@ def __getattr__(name: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """The command; `argv` None for the command line itself (its process's Ctrl-C is then
     handled here), a list for a caller inside a process of its own, such as a test."""
+    from ..common.process import tune_process
+
+    tune_process()  # the process's entry: before any import of litellm
     if argv is None:
         handle_interrupts()
     try:

@@ -48,7 +48,9 @@ def add_evaluation_commands(commands: Any) -> None:
             add_role_options(sub, "eval", "model under test", required=name != "rejudge",
                              default_model=None)
         add_role_options(sub, "judge", "judge", required=False,
-                         default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent needs one")
+                         default_model=f"{PAPER_JUDGE} for proactbench; proactiveagent, "
+                                       "proactivebench-video and proactivebench-mllm --mode "
+                                       "oeg need one")
         sub.add_argument("--allow-unlisted-models", action="store_true",
                          help="ask an endpoint for a model its /v1/models does not list (a "
                               "router that serves names it does not list); without it such a "

@@ -184,7 +184,9 @@ def _add_store_admin_commands(commands) -> None:
         description="Remove the run records beyond the newest N of each model/judge pair "
                     "and/or older than AGE (both given: a record goes when it is beyond the "
                     "newest N and older than AGE), then every artifact that no kept record "
-                    "needs, following each artifact's inputs. Artifacts written or reused in "
+                    "needs, following each artifact's inputs. The artifacts a night of the "
+                    "history names (a sweep's or a labelled run's, whatever its suite) stay "
+                    "unless --forget-history. Artifacts written or reused in "
                     "the last 24 hours always stay (a run in progress writes its record at its "
                     "end). The per-call cache is not touched.",
         epilog="examples:\n  proactflow gc --keep-latest 7 --dry-run\n"

@@ -9,7 +9,7 @@ import sys
 from typing import Any, Callable
 
 from ..common.errors import UserError
-from ..common.gcpolicy import freeze_start_up_heap
+from ..providers.litellm_setup import ready_for_calls, set_up_litellm
 from ..common.heap import give_back_freed_heap
 from ..common.redaction import redact_url
 from ..config.settings import RunSettings
@@ -154,7 +154,7 @@ def run_command(args: argparse.Namespace) -> int:
     go = preflight(args, settings)
     if not go:
         return 0
-    freeze_start_up_heap()
+    ready_for_calls()
     give_back_freed_heap()
     result = run_flow("rejudge" if args.command == "rejudge" else "run", settings,
                       temporary_server=temporary_server)
@@ -260,6 +260,7 @@ def run_flow(command: str, settings: RunSettings, *, temporary_server: bool = Fa
     results/rejudge_all.py names) of `settings`: as Prefect flows reporting to PREFECT_API_URL's
     server or, with `temporary_server`, to one of this command's own; else the same stages run
     without Prefect (flows/wiring.py), their progress on standard error."""
+    set_up_litellm()  # the flows' bodies do too: for a deployment's worker
     if not temporary_server and not reports_to_prefect():
         from ..flows.wiring import evaluate_untracked, rejudge_untracked
         from ..run.progress import log_stages_to_console

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..common.errors import UserError
-from ..common.gcpolicy import freeze_start_up_heap
+from ..providers.litellm_setup import ready_for_calls
 from ..common.postgres import check_database_url
 from ..common.redaction import FULL_URLS_ENV, full_urls
 from ..prefect_server.api import api_url, prefect_api, start_temporary_server
@@ -89,7 +89,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
         quiet_console_tracebacks()
         quiet_temporary_server()
-        freeze_start_up_heap()
+        ready_for_calls()
         with prefect_api():
             result = run_interruptibly(sweep(config=config.model_copy(update={"models": models})))
     failures = skipped + result["failures"]

@@ -139,7 +139,8 @@ class RunSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     suite: str = Field(default=DEFAULT_SUITE,
-                       description="The benchmark (suites/): proactbench, proactiveagent, or one "
+                       description="The benchmark (suites/): proactbench, proactiveagent, "
+                                   "proactivebench-mllm, proactivebench-video, or one "
                                    "registered by a plugin.")
     model_under_test: ModelRole = Field(description="The model being evaluated.")
     judge: ModelRole | None = Field(

@@ -25,7 +25,6 @@ import litellm
 from ..cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest
 from . import structured_output as formats
-from . import litellm_costs
 from .prompt_cache import FirstOfGroup
 from .litellm_costs import estimated_cost
 from .attempts import keep_attempt, kept_attempts, stored_attempt
@@ -36,9 +35,6 @@ from ..limits.leases import HeldLeases
 from ..limits.ratelimit import AdaptiveLimit, InFlightLimit, Pacer
 from ..config.settings import ModelRole, RuntimeOptions
 
-litellm.suppress_debug_info = True
-litellm.telemetry = False
-litellm_costs.install()
 
 T = TypeVar("T")
 __all__ = ["ChatClient", "estimated_cost", "LITELLM_VERSION", "JUDGE_PARSE_ATTEMPTS",

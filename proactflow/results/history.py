@@ -29,6 +29,7 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..common.errors import UserError
+from ..suites import get_suite
 from ..suites.base import Suite
 
 NOW_ENV = "PROACTFLOW_NOW"
@@ -185,11 +186,31 @@ def _night(location: str, name: str, data: bytes) -> Night:
     return Night(series, str(known.get("suite") or ""), moment, {}, location, problem)
 
 
-def needed_keys(store: ArtifactStore) -> set[tuple[str, str]]:
-    """(stage, key) of every artifact a recorded night names: what `gc` keeps for the history."""
-    return {(stage, pair[field]) for night in read_nights(store) for pair in night.pairs
-            for stage, field in (("judgments", "judgments"), ("responses", "responses"))
-            if pair.get(field)}
+def needed_keys(store: ArtifactStore) -> set[tuple[str | None, str]]:
+    """(stage, key) of every artifact a recorded night names, each in its suite's own stage
+    folders (`Suite.stages`): what `gc` keeps for the history. A night of a suite this process
+    cannot load (a plugin since uninstalled) names its keys with stage None: kept in whatever
+    folder holds them (a key is a content hash, so it names one artifact)."""
+    folders: dict[str, tuple[str, str] | None] = {}
+    needed: set[tuple[str | None, str]] = set()
+    for night in read_nights(store):
+        if night.suite not in folders:
+            folders[night.suite] = _stage_folders(night.suite)
+        stages = folders[night.suite]
+        for pair in night.pairs:
+            for index, field in enumerate(("judgments", "responses")):
+                if pair.get(field):
+                    needed.add((stages[index] if stages else None, str(pair[field])))
+    return needed
+
+
+def _stage_folders(suite_name: str) -> tuple[str, str] | None:
+    """The (judgments, responses) folders of a night's suite; None when it cannot be loaded."""
+    try:
+        stages = get_suite(suite_name).stages
+    except (UserError, ImportError, AttributeError):
+        return None
+    return stages.judgments, stages.responses
 
 
 def latest_snapshots(newest_first: Iterable[Night], wanted: Collection[tuple[str, str]] = ()

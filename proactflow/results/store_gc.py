@@ -89,6 +89,15 @@ def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
     return removed
 
 
+def _named_by_history(store: ArtifactStore, by_key: dict[tuple[str, str], StoredKey]
+                      ) -> list[tuple[str, str]]:
+    """The stored artifacts the history's nights name, in their suites' own stage folders (a
+    night of a suite that cannot be loaded: its keys in any folder)."""
+    named = needed_keys(store)
+    anywhere = {key for stage, key in named if stage is None}
+    return sorted(name for name in by_key if name in named or name[1] in anywhere)
+
+
 def _inputs_of(store: ArtifactStore, found: StoredKey) -> dict[str, str]:
     try:
         current = store.current(found)
@@ -130,7 +139,7 @@ def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
     pending = [(stage, key) for record in kept_runs for stage, key in record.artifacts.items()]
     pending += [name for name, found in by_key.items() if found.modified >= recent_cut]
     if keep_history:
-        pending += sorted(needed_keys(store))
+        pending += _named_by_history(store, by_key)
     needed: set[tuple[str, str]] = set()
     while pending:  # follow inputs: a kept judgments artifact keeps its responses and triggers
         name = pending.pop()

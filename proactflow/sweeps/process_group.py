@@ -56,7 +56,7 @@ async def _run(ids: list[uuid.UUID]) -> int:
 
 def main(argv: list[str]) -> int:
     from ..run.progress import quiet_console_tracebacks
-    from ..common.gcpolicy import freeze_start_up_heap
+    from ..providers.litellm_setup import ready_for_calls
 
     if not argv:
         import prefect.flow_engine  # noqa: F401  (the imports a run needs, before its ids)
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         if not argv:
             return 0  # the sweep ended, or needed this process no more
     quiet_console_tracebacks()
-    freeze_start_up_heap()
+    ready_for_calls()
     try:
         # Started here: the SIGINT it sends once the sweep closes our input can only land
         # inside this try (not in the set-up above, where it printed a traceback).
@@ -78,4 +78,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from ..common.process import tune_process
+
+    tune_process()  # this process's entry: before the imports of Prefect and litellm
     raise SystemExit(main(sys.argv[1:]))

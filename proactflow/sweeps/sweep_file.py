@@ -1,8 +1,9 @@
 """Sweep configuration: many models under test, one or more judges, one corpus.
 
 ```toml
-suite = "proactbench"                 # optional: proactbench (default), proactiveagent or
-                                      # proactivebench-mllm (its flags under [options])
+suite = "proactbench"                 # optional: proactbench (default), proactiveagent,
+                                      # proactivebench-mllm or proactivebench-video (their
+                                      # flags under [options])
 store = "/srv/proactflow/store"       # optional; default $PROACTFLOW_STORE or ./.proactflow;
                                       # or "s3://bucket/prefix" (credentials: AWS_* variables)
 database = "postgresql://proactflow@db.lan:5432/proactflow"  # optional: calls, leases and rate
@@ -83,8 +84,10 @@ class SweepConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default) "
-                                                          "or proactiveagent.")
+    suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default), "
+                                                          "proactiveagent, proactivebench-mllm, "
+                                                          "proactivebench-video, or one a "
+                                                          "plugin registers.")
     name: str = Field(default="sweep", min_length=1,
                       description="The series this sweep is a night of ('proactflow history'): "
                                   "one name per nightly sweep file.")
