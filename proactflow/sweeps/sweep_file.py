@@ -68,6 +68,7 @@ from ..common.postgres import check_database_url, default_database
 from ..limits.model_limits import MAX_CONCURRENCY
 from ..config.settings import (RULES, DEFAULT_SUITE, CorpusSource, RunSettings, RuntimeOptions,
                                check_store, default_store)
+from . import MAX_PROCESSES
 from .sweep_entry import SweepModel
 
 if sys.version_info >= (3, 11):
@@ -77,9 +78,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 
 class SweepConfig(BaseModel):
-    """A whole sweep file."""
+    """A whole sweep file. Strict, as its entries are: a string is not a boolean nor a number
+    (`refresh_on_change = "no"` would be true), a number not a boolean."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default) "
                                                           "or proactiveagent.")
@@ -134,7 +136,7 @@ class SweepConfig(BaseModel):
         default=None, description="flow/deployment (evaluate/evaluate): each pair runs as a run "
                                   "of it on the pool's workers; default: in this process.")
     processes: int | None = Field(
-        default=None, ge=1, le=256, strict=True,
+        default=None, ge=1, le=MAX_PROCESSES,
         description="Processes of this machine the evaluations are spread over; default one per "
                     "4 pairs, at most one per core (1: all in the sweep's own process).")
     batch: bool | Literal["auto"] = Field(
@@ -166,6 +168,13 @@ class SweepConfig(BaseModel):
                 raise ValueError(f"{entry.model}: with a deployment, credentials go in the "
                                  "workers' environment (api_key_env), not in api_base")
         return self
+
+    @field_validator("batch", mode="before")
+    @classmethod
+    def _batch_mode(cls, value: Any) -> Any:
+        if value is not True and value is not False and value != "auto":
+            raise ValueError('expected true, false or "auto"')
+        return value
 
     @field_validator("database")
     @classmethod
@@ -242,13 +251,36 @@ def load_sweep(path: str | Path) -> SweepConfig:
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UserError(f"{path}: {_problem(data, exc.errors()[0])}") from None
+        raise UserError(f"{path}: {_problem(data, exc.errors())}") from None
 
 
-def _problem(data: dict[str, Any], error: Any) -> str:
-    """One validation error as `models[2] (openai/my-model): concurrency: <why>`: an entry by
-    its place in the file (counted from 1, as a reader counts [[models]] blocks) and its model."""
+_EXPECTED = {"bool_type": "true or false", "string_type": "a string",
+             "float_type": "a number", "int_type": "a whole number",
+             "int_from_float": "a whole number", "finite_number": "a finite number",
+             "list_type": "a list", "dict_type": "a table"}
+"""What a value of the wrong type should have been, in TOML's words."""
+_MEMBER_TAGS = {"str", "bool", "int", "float"}
+"""How pydantic names a union's member in an error's location."""
+
+
+def _problem(data: dict[str, Any], errors: list[Any]) -> str:
+    """The first validation error as `models[2] (openai/my-model): concurrency: <why>`: an
+    entry by its place in the file (counted from 1, as a reader counts [[models]] blocks) and
+    its model. A value that fits none of a union's types (`str | bool`) is one error, naming
+    what each would take."""
+    error = errors[0]
     loc = list(error["loc"])
+    union = [other for other in errors[1:] if list(other["loc"][:-1]) == loc[:-1]
+             and other["loc"][-1] in _MEMBER_TAGS and other["type"] in _EXPECTED]
+    if union and loc[-1] in _MEMBER_TAGS and error["type"] in _EXPECTED:
+        loc = loc[:-1]  # the union member's tag ("str", "bool"), not a key of the file
+        error = {**error, "type": "union",
+                 "msg": "expected " + " or ".join(_EXPECTED[e["type"]]
+                                                  for e in [error, *union])}
+    elif error["type"] in _EXPECTED:
+        error = {**error, "msg": f"expected {_EXPECTED[error['type']]}"}
+    elif error["type"] == "value_error":
+        error = {**error, "msg": str(error["ctx"]["error"])}
     where = []
     if len(loc) >= 2 and loc[0] in ("models", "judges") and isinstance(loc[1], int):
         entries = data.get(loc[0])
@@ -260,7 +292,9 @@ def _problem(data: dict[str, Any], error: Any) -> str:
     where.append(".".join(str(part) for part in loc) or "(file)")
     if error["type"] == "extra_forbidden":
         return f"{': '.join(where)}: unknown key"
-    given = f", got {error['input']!r}" if loc and not isinstance(error["input"], dict) else ""
+    value = error["input"]
+    shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as TOML writes it
+    given = f", got {shown}" if loc and not isinstance(value, dict) else ""
     return f"{': '.join(where)}: {error['msg']}{given}"
 
 
