@@ -104,3 +104,31 @@ def test_ctrl_c_of_a_sweep_leaves_every_flow_run_final(tmp_path, prefect_server)
     for noise in ("Traceback", "never awaited", "Crash detected", "Crashed(", "Cancelled(",
                   "Finished in state Running"):
         assert noise not in stderr, stderr[-3000:]
+
+
+def test_after_ctrl_c_prefect_writes_nothing_more_to_the_terminal_but_others_do():
+    import logging
+
+    from prefect.logging.configuration import setup_logging
+    from prefect.logging.handlers import APILogHandler, PrefectConsoleHandler
+
+    from proactflow.prefect_server.interrupted import console_off
+
+    setup_logging()
+    ours = logging.StreamHandler()
+    logging.getLogger("proactflow.progress").addHandler(ours)
+    handlers = [h for logger in [logging.getLogger(), *[
+        logging.getLogger(name) for name in logging.Logger.manager.loggerDict]]
+        for h in logger.handlers]
+    try:
+        console_off()
+        record = logging.LogRecord("prefect.flow_runs", logging.ERROR, __file__, 1,
+                                   "Crash detected!", None, None)
+        consoles = [h for h in handlers if isinstance(h, PrefectConsoleHandler)]
+        assert consoles and not any(h.filter(record) for h in consoles)
+        assert all(h.filter(record) for h in handlers if isinstance(h, APILogHandler))
+        assert ours.filter(record)
+    finally:
+        logging.getLogger("proactflow.progress").removeHandler(ours)
+        for handler in handlers:  # as before, for the tests after this one
+            handler.filters = [f for f in handler.filters if type(f).__name__ != "_DropAll"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import uuid
 from typing import Any
 
@@ -39,17 +40,19 @@ class _DropAll(logging.Filter):
 
 
 def console_off() -> None:
-    """Prefect's log lines no longer reach the terminal (its console handlers, on every
-    logger); the handler sending them to the server keeps them."""
-    from prefect.logging.handlers import APILogHandler
-
+    """Prefect's console handlers, on every logger, write nothing more to the terminal; its
+    handler sending the lines to the server keeps them, and handlers of others (proactflow's
+    own progress lines without a server) are left as they are. Nothing to do, and nothing
+    imported, in a process where Prefect configured no logging."""
+    if "prefect.logging.handlers" not in sys.modules:
+        return
     loggers = [logging.getLogger(), *(logger for logger in
                                       logging.Logger.manager.loggerDict.values()
                                       if isinstance(logger, logging.Logger))]
     for logger in loggers:
         for handler in logger.handlers:
-            if isinstance(handler, logging.StreamHandler) \
-                    and not isinstance(handler, APILogHandler) \
+            if type(handler).__module__.startswith("prefect.") \
+                    and isinstance(handler, logging.StreamHandler) \
                     and not any(isinstance(f, _DropAll) for f in handler.filters):
                 handler.addFilter(_DropAll())
 
