@@ -27,6 +27,7 @@ from prefect.runtime import deployment, flow_run
 from proactflow.cache.artifacts import Artifact
 from proactflow.common.postgres import check_database_url, default_database
 from proactflow.config.settings import RunSettings
+from proactflow.prefect_server.interrupted import note_flow_run
 from proactflow.flows.wiring import (JudgmentsStage, ResponsesStage, SamplesStage, ScoresStage,
                                      judgments_stage, responses_stage, run_evaluation,
                                      samples_stage, scores_stage)
@@ -106,6 +107,7 @@ def run_name() -> str:
 async def evaluate(settings: RunSettings) -> dict[str, Any]:
     """Regenerate and judge every sample of the suite's data, then score each group."""
     set_up_litellm()
+    note_flow_run(flow_run.id)  # final on the server after a Ctrl-C
     return await run_evaluation(PrefectTracking(), settings, regenerate=True)
 
 
@@ -118,5 +120,6 @@ async def rejudge(settings: RunSettings, triggers_key: str | None = None,
     recording `model_under_test_facts` (what the responses artifact says) about their model."""
     set_up_litellm()
     stored = (triggers_key, responses_key) if triggers_key and responses_key else None
+    note_flow_run(flow_run.id)
     return await run_evaluation(PrefectTracking(), settings, regenerate=False, stored=stored,
                                 model_under_test_facts=model_under_test_facts)

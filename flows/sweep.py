@@ -20,6 +20,7 @@ from prefect.artifacts import (acreate_link_artifact, acreate_markdown_artifact,
 
 from proactflow.cache.artifacts import ArtifactStore, write_atomic
 from proactflow.config.settings import RunSettings
+from proactflow.prefect_server.interrupted import note_flow_run
 from proactflow.flows.evaluate import evaluate
 from proactflow.providers.litellm_setup import set_up_litellm
 from proactflow.run.pipeline import suite_of
@@ -89,6 +90,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     set_up_litellm()  # its snapshot probes are calls
 
     logger = get_run_logger()
+    note_flow_run(flow_run.id)  # its runs, and those under it, end final after a Ctrl-C
     night, run_id = now(), str(flow_run.id or "local")
     runs = config.runs()
     store = ArtifactStore(runs[0].store)

@@ -114,6 +114,38 @@ class PostgresServer:
         asyncio.run(create())
         return self.url(name, owner)
 
+    def require_password(self, role: str, password: str) -> None:
+        """`role` gets `password`, and the server asks it for it (the cluster trusts every
+        other role, as before): a first pg_hba.conf line for it alone, reloaded."""
+        import asyncpg
+
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+
+        async def set_password() -> None:
+            connection = await asyncpg.connect(self.url(), timeout=30)
+            try:
+                await connection.execute(f"ALTER ROLE \"{role}\" PASSWORD '{password}'")
+                await connection.execute("SELECT pg_reload_conf()")
+            finally:
+                await connection.close()
+
+        async def asked() -> None:  # the reload is the postmaster's, a moment later
+            import time
+
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    await (await asyncpg.connect(self.url(user=role), password="not-it",
+                                                 timeout=30)).close()
+                except asyncpg.InvalidPasswordError:
+                    return
+                assert time.monotonic() < deadline, "the server never asked for a password"
+                await asyncio.sleep(0.05)
+
+        asyncio.run(set_password())
+        asyncio.run(asked())
+
     def restart(self) -> float:
         """`pg_ctl restart -m fast`, as an administrator would: every session ended, the server
         back on the same port with the same options. Its duration, seconds."""

@@ -10,9 +10,18 @@ import argparse
 from typing import Any
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
+from ..limits.model_limits import MAX_CONCURRENCY
 from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
-from .option_types import (fraction, judge_list, non_negative_float, phases_list,
-                           positive_float, positive_int, prompt_file)
+from .option_types import (fraction, judge_list, number_up_to, phases_list, positive_float,
+                           positive_int, prompt_file, whole_number)
+
+MAX_ATTEMPTS = 100
+"""Tries of one call or one sample: beyond it, a typo (each try may be paid)."""
+MAX_JUDGE_ATTEMPTS = 10
+"""RuntimeOptions.judge_parse_attempts' ceiling: upstream Proactive Agent's 10."""
+MAX_SAMPLES = 100
+MAX_RETRY_DELAY_S = 60.0
+"""The backoff's ceiling: a first delay beyond it would be cut to it anyway."""
 from .options import (EPILOG, add_batch_options, add_database_option, add_role_options,
                       add_selection_options, add_store_option)
 from .rejudging import rejudge_command
@@ -64,10 +73,12 @@ def add_evaluation_commands(commands: Any) -> None:
                                 "(proactiveagent: agent_instruction, judge_instruction; the "
                                 "system prompts have --eval-system-prompt-file and "
                                 "--judge-prompt); repeatable")
-        judge.add_argument("--judge-attempts", type=positive_int, metavar="N",
+        judge.add_argument("--judge-attempts", type=whole_number(1, MAX_JUDGE_ATTEMPTS),
+                           metavar="N",
                            help="judge calls per response while its reply is not a valid "
                                 "verdict (malformed JSON, unknown score), before it becomes a "
-                                "judge_error row (default: 4; proactiveagent: 10, upstream's)")
+                                "judge_error row; 1 to %d (default: 4; proactiveagent: 10, "
+                                "upstream's)" % MAX_JUDGE_ATTEMPTS)
         judge.add_argument("--judge-response-format",
                            choices=("json_schema", "json_object", "none"),
                            help="structured output requested from the judge (default: "
@@ -88,11 +99,14 @@ def add_evaluation_commands(commands: Any) -> None:
                             help="hub revision (commit sha, tag, branch) to pin; the commit "
                                  "actually used is recorded either way")
         corpus.add_argument("--limit", type=positive_int, metavar="N",
-                            help="evaluate only the first N dialogues (proactiveagent: traces, "
+                            help="evaluate only the first N (at least 1) dialogues "
+                                 "(proactiveagent: traces, "
                                  "in name order; proactivebench-mllm: samples of each dataset; "
                                  "proactivebench-video: samples of each part)")
-        corpus.add_argument("--samples", type=positive_int, default=1, metavar="K",
-                            help="draw K responses per trigger and judge each (default: 1); "
+        corpus.add_argument("--samples", type=whole_number(1, MAX_SAMPLES), default=1,
+                            metavar="K",
+                            help=f"draw K responses per trigger and judge each, 1 to "
+                                 f"{MAX_SAMPLES} (default: 1); "
                                  "with K > 1, --out adds trigger_scores.csv with each trigger's "
                                  "mean score and its variance across samples")
         corpus.add_argument("--phases", type=phases_list, metavar="LIST",
@@ -133,29 +147,34 @@ def add_evaluation_commands(commands: Any) -> None:
                                 "steps.csv; proactivebench-video metrics.csv (a row per part "
                                 "and all), metrics.json, turns.csv, samples.csv, steps.csv")
         run = sub.add_argument_group("execution")
-        run.add_argument("--concurrency", type=positive_int, default=16, metavar="N",
+        run.add_argument("--concurrency", type=whole_number(1, MAX_CONCURRENCY), default=16,
+                         metavar="N",
                          help="calls in flight per role's model, together with every other "
-                              "run calling that model on this store's host or database "
-                              "(default: 16)")
+                              "run calling that model on this store's host or database; 1 "
+                              f"to {MAX_CONCURRENCY} (default: 16)")
         run.add_argument("--timeout", type=positive_float, metavar="SECONDS",
-                         help="per-call timeout; a call that times out is not retried, the "
+                         help="per-call timeout, above 0; a call that times out is not retried, the "
                               "provider may have billed it (default: 60 s + 40 ms per max "
                               "token: 388 s at 8192)")
-        run.add_argument("--max-attempts", type=positive_int, default=6, metavar="N",
-                         help="tries per call on 429/5xx/timeouts, with exponential backoff "
-                              "(default: 6)")
+        run.add_argument("--max-attempts", type=whole_number(1, MAX_ATTEMPTS), default=6,
+                         metavar="N",
+                         help="tries per call on 429/5xx/timeouts, with exponential backoff; "
+                              f"1 to {MAX_ATTEMPTS} (default: 6)")
         if name != "calibrate":
-            run.add_argument("--eval-attempts", type=positive_int, default=5, metavar="N",
-                               help="calls of the model under test per sample while its reply "
-                                    "is not the protocol's format (proactiveagent: not its "
-                                    "JSON, or cut off at the token limit), before the sample "
-                                    "is recorded as failed (default: 5, upstream's)")
-        run.add_argument("--retry-delay", type=non_negative_float, default=1.0,
+            run.add_argument("--eval-attempts", type=whole_number(1, MAX_ATTEMPTS), default=5,
+                             metavar="N",
+                             help="calls of the model under test per sample while its reply "
+                                  "is not the protocol's format (proactiveagent: not its "
+                                  "JSON, or cut off at the token limit), before the sample "
+                                  f"is recorded as failed; 1 to {MAX_ATTEMPTS} (default: 5, "
+                                  "upstream's)")
+        run.add_argument("--retry-delay", type=number_up_to(MAX_RETRY_DELAY_S), default=1.0,
                          metavar="SECONDS",
-                         help="first backoff delay, doubled on each retry up to 60 s, with "
-                              "jitter; a Retry-After header wins when longer (default: 1)")
+                         help="first backoff delay, 0 to 60, doubled on each retry up to 60 s, "
+                              "with jitter; a Retry-After header wins when longer (default: 1)")
         run.add_argument("--down-after", type=positive_float, default=60.0, metavar="SECONDS",
-                         help="declare the endpoint down and stop after this long without a "
+                         help="declare the endpoint down and stop after this long (above 0) "
+                              "without a "
                               "successful call while calls keep failing; 429s (rate limiting) "
                               "never count (default: 60)")
         run.add_argument("--refresh", choices=("responses", "judgments", "all"),
@@ -163,13 +182,14 @@ def add_evaluation_commands(commands: Any) -> None:
                               "model or judge that changed behind the same name)")
         run.add_argument("--min-coverage", type=fraction, metavar="FRACTION",
                          help="exit with status 1 when fewer than this share of the triggers "
-                              "is scored (e.g. 0.95); default: when any trigger was lost to a "
+                              "is scored (0 to 1, e.g. 0.95 or 95%%); default: when any trigger was lost to a "
                               "failed call")
         run.add_argument("--rpm", type=positive_float, metavar="N",
-                         help="at most N requests per minute per role, shared by every run "
-                              "using the same store (default: no limit)")
+                         help="at most N (above 0) requests per minute per role, shared by "
+                              "every run using the same store (default: no limit)")
         run.add_argument("--tpm", type=positive_float, metavar="N",
-                         help="at most N tokens (prompt + completion) per minute per role, "
+                         help="at most N (above 0) tokens (prompt + completion) per minute "
+                              "per role, "
                               "shared likewise; paced on estimates, corrected by actual usage")
         if name != "calibrate":
             add_batch_options(run)

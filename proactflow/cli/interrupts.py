@@ -6,8 +6,10 @@ process only, which stops them itself. What the first Ctrl-C does depends on whe
 command is:
 
 - While a flow runs (`run_interruptibly`): the flow's task is cancelled, as asyncio does on
-  Ctrl-C. The calls in flight stop, what was finished stays stored, Prefect records the run's
-  state on its server, and the command ends with one line and exit status 130 (`main`).
+  Ctrl-C. The calls in flight stop, what was finished stays stored, and the command ends with
+  one line and exit status 130 (`main`). Prefect's console lines stop at once (they still
+  reach its server); once the flow and the command's other processes have stopped, every flow
+  run of the command is final on the server: Crashed, or Cancelled if it had not started.
 - Before (imports, checks, the plan) or after: nothing is in flight and every write is
   atomic, so the command ends at once, with the same line and status. (A KeyboardInterrupt
   raised in the middle of an import can break a compiled extension's own import, which then
@@ -62,9 +64,21 @@ def _on_interrupt(signum: int, frame: FrameType | None) -> None:
     global _interrupts
     _interrupts += 1
     if _interrupts == 1 and _cancel_flow is not None:
+        _prefect_console_off()
         _cancel_flow()
         return
     end_now()
+
+
+def _prefect_console_off() -> None:
+    """Prefect's lines about the runs it stops (each "Crash detected!") reach its server, not
+    the terminal, where the command's one line says what happened."""
+    try:
+        from ..prefect_server.interrupted import console_off
+
+        console_off()
+    except Exception:  # noqa: BLE001 - lines on the terminal are no reason not to stop
+        pass
 
 
 def end_now() -> None:
@@ -99,10 +113,13 @@ def _exit_status_kept() -> None:
         os._exit(EXIT_INTERRUPTED)
 
 
-def run_interruptibly(flow_run: Coroutine[Any, Any, T]) -> T:
+def run_interruptibly(flow_run: Coroutine[Any, Any, T],
+                      stop_others: Callable[[], None] | None = None) -> T:
     """`asyncio.run(flow_run)`, whose task a Ctrl-C cancels (KeyboardInterrupt once it has
     stopped). Without `handle_interrupts` (a caller inside a process of its own), as
-    asyncio.run does."""
+    asyncio.run does. Once an interrupted flow has stopped, `stop_others` stops the command's
+    other processes running its flows, and every flow run of the command that is not final yet
+    is made so on the Prefect server (prefect_server/interrupted.py)."""
     import asyncio
 
     if signal.getsignal(signal.SIGINT) is not _on_interrupt:
@@ -127,6 +144,17 @@ def run_interruptibly(flow_run: Coroutine[Any, Any, T]) -> T:
         if _interrupts:
             raise KeyboardInterrupt from None
         raise
+    finally:
+        if _interrupts:
+            _settle(stop_others)
+
+
+def _settle(stop_others: Callable[[], None] | None) -> None:
+    from ..prefect_server.interrupted import settle_flow_runs
+
+    if stop_others is not None:
+        stop_others()
+    settle_flow_runs()
 
 
 def interrupted() -> None:

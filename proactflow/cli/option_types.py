@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Callable
+
+from ..config.generation import MAX_TOKENS_CEILING, TEMPERATURE_MAX
 
 
 def optional_float(text: str) -> float | None:
@@ -61,6 +64,56 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
     return value
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from `low` to `high`, as the settings it becomes take it: a value beyond
+    them is one line here, not a validation traceback after the option checks."""
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, "
+                                             f"got {value}")
+        return value
+    check.__name__ = f"whole number from {low} to {high}"
+    return check
+
+
+def number_up_to(high: float) -> Callable[[str], float]:
+    """A number from 0 to `high`."""
+    def check(text: str) -> float:
+        value = non_negative_float(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"expected a number from 0 to {high:g}, "
+                                             f"got {text!r}")
+        return value
+    check.__name__ = f"number from 0 to {high:g}"
+    return check
+
+
+def temperature(text: str) -> float | None:
+    """A sampling temperature, 0 to 2 (the widest range providers take), or 'none'."""
+    value = optional_float(text)
+    if value is not None and not 0 <= value <= TEMPERATURE_MAX:
+        raise argparse.ArgumentTypeError(f"expected a temperature from 0 to "
+                                         f"{TEMPERATURE_MAX:g}, or 'none', got {text!r}")
+    return value
+
+
+def top_p(text: str) -> float | None:
+    """A nucleus-sampling mass, above 0 and at most 1 (0 keeps no token), or 'none'."""
+    value = optional_float(text)
+    if value is not None and not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a top_p above 0 and at most 1, or 'none', "
+                                         f"got {text!r}")
+    return value
+
+
+def max_tokens(text: str) -> int:
+    return whole_number(1, MAX_TOKENS_CEILING)(text)
 
 
 def phases_list(text: str) -> tuple[str, ...]:

@@ -20,8 +20,8 @@ from .interrupts import EXIT_DATABASE_LOST as EXIT_DATABASE_LOST
 from .interrupts import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from .interrupts import EXIT_LOW_COVERAGE as EXIT_LOW_COVERAGE
 from .interrupts import EXIT_USER_ERROR as EXIT_USER_ERROR
-from .option_types import (batch_mode, non_negative_float, optional_float, optional_str,
-                           positive_float, positive_int, store_location)
+from .option_types import (batch_mode, max_tokens, non_negative_float, optional_str,
+                           positive_float, store_location, temperature, top_p)
 from .suite_options import parts_from_args, suite_options_from_args
 
 
@@ -57,7 +57,8 @@ def add_database_option(parser) -> None:
 
     parser.add_argument("--database-wait", metavar="SECONDS", default=None,
                         type=non_negative_float,
-                        help="how long to wait for the database when it goes away mid-run (a "
+                        help="how long (0 or more) to wait for the database when it goes "
+                             "away mid-run (a "
                              "restart, a failover): statements are tried again with backoff, "
                              "a line says so after 3 s; then the run stops with exit status 1, "
                              "answers paid for kept on this host for the next run (default: "
@@ -114,17 +115,18 @@ def add_role_options(parser: argparse.ArgumentParser, prefix: str, label: str,
     group.add_argument(f"--{prefix}-api-key-env", metavar="VAR",
                        help="environment variable holding this role's API key (default: the "
                             "provider's usual one; not needed for a local openai/ endpoint)")
-    group.add_argument(f"--{prefix}-temperature", type=optional_float, metavar="T",
+    group.add_argument(f"--{prefix}-temperature", type=temperature, metavar="T",
                        default=argparse.SUPPRESS,
-                       help="sampling temperature, or 'none' to send none (default: 0.7; 1.0 "
-                            "for reasoning models)")
-    group.add_argument(f"--{prefix}-max-tokens", type=positive_int, metavar="N",
+                       help="sampling temperature from 0 to 2, or 'none' to send none "
+                            "(default: 0.7; 1.0 for reasoning models)")
+    group.add_argument(f"--{prefix}-max-tokens", type=max_tokens, metavar="N",
                        default=argparse.SUPPRESS,
-                       help="max new tokens (default: %s; 32768 for reasoning models)"
-                            % ("8192" if prefix == "eval" else "32768"))
-    group.add_argument(f"--{prefix}-top-p", type=optional_float, metavar="P",
+                       help="max new tokens, 1 to 1000000 (default: %s; 32768 for reasoning "
+                            "models)" % ("8192" if prefix == "eval" else "32768"))
+    group.add_argument(f"--{prefix}-top-p", type=top_p, metavar="P",
                        default=argparse.SUPPRESS,
-                       help="top_p, or 'none' (default: 1.0; none for reasoning models)")
+                       help="top_p, above 0 and at most 1, or 'none' (default: 1.0; none for "
+                            "reasoning models)")
     group.add_argument(f"--{prefix}-reasoning-effort", type=optional_str, metavar="LEVEL",
                        default=argparse.SUPPRESS,
                        help="reasoning effort for reasoning models, or 'none' (default: %s)"
@@ -200,7 +202,8 @@ def add_batch_options(parser: Any) -> None:
              "provider has no batch API stops the run before any call; with 'auto' its calls "
              "are interactive (said in the plan). See docs/sweeps.md#batch-mode")
     parser.add_argument("--batch-poll", type=positive_float, metavar="SECONDS",
-                        help="--batch: first wait between two looks at a batch's state, "
+                        help="--batch: first wait (above 0) between two looks at a batch's "
+                             "state, "
                              "growing by half each time up to 10 minutes (default: 30)")
     parser.add_argument(
         "--prompt-cache", choices=("auto", "off"), default=None,

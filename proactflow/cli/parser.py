@@ -7,15 +7,19 @@ from __future__ import annotations
 import argparse
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
+from ..sweeps import MAX_PROCESSES
 from .batch_commands import add_batches_command
 from .evaluation_commands import add_evaluation_commands
 from .history_command import add_history_command
-from .option_types import age, positive_int
+from .option_types import age, positive_int, whole_number
 from .options import (EPILOG, Parser, add_batch_options, add_database_option,
                       add_selection_options, add_store_option)
 from .store_commands import (gc_command, import_command, report_command, runs_ls_command,
                              runs_rm_command, runs_show_command, view_command)
 from .sweeping import serve_command, sweep_command
+
+MAX_BOOTSTRAP = 1_000_000
+"""Resamples of a bootstrap: a million take minutes already; more is a typo."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,9 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="writes report.html, viewer/, ProactBench's leaderboard.csv/"
                              ".parquet and metrics/<model>__<judge>.json, and each other "
                              "suite's <suite>_leaderboard.csv here")
-    report.add_argument("--bootstrap", type=positive_int, default=1000, metavar="N",
-                        help="bootstrap resamples (default: 1000)")
-    report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    report.add_argument("--bootstrap", type=whole_number(1, MAX_BOOTSTRAP), default=1000,
+                        metavar="N",
+                        help=f"bootstrap resamples, 1 to {MAX_BOOTSTRAP} (default: 1000)")
+    report.add_argument("--seed", type=whole_number(0, 2 ** 32 - 1), default=0, metavar="N",
+                        help="bootstrap seed, 0 to 2^32-1 (default: 0)")
     report.add_argument("--published", metavar="DIR",
                         help="ProactiveBench: a folder of the authors' per-model results files "
                              "(<model>.csv) to show beside measured rows (default: those of the "
@@ -99,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "their pairs over processes of this machine, sharing every model's limits. "
                     "See docs/sweeps.md for the file format.")
     sweep.add_argument("--config", required=True, metavar="FILE", help="the sweep TOML file")
-    sweep.add_argument("--processes", type=positive_int, metavar="N",
-                       help="spread the pairs over N processes of this machine (overrides the "
+    sweep.add_argument("--processes", type=whole_number(1, MAX_PROCESSES), metavar="N",
+                       help=f"spread the pairs over N (1 to {MAX_PROCESSES}) processes of this "
+                            "machine (overrides the "
                             "file's 'processes'; default: one per 4 pairs, at most one per "
                             "core; 1 keeps them all in this process)")
     sweep.add_argument("--fail-on-regression", action="store_true",
@@ -193,7 +200,7 @@ def _add_store_admin_commands(commands) -> None:
                "  proactflow gc --keep-latest 3 --older-than 30d",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     gc.add_argument("--keep-latest", type=positive_int, metavar="N",
-                    help="keep the newest N runs of each model under test and judge")
+                    help="keep the newest N (at least 1) runs of each model under test and judge")
     gc.add_argument("--older-than", type=age, metavar="AGE",
                     help="remove only runs started longer ago than AGE: 90m, 12h, 30d, 2w")
     gc.add_argument("--dry-run", action="store_true", help="print what would go; remove nothing")

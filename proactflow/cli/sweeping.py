@@ -8,7 +8,7 @@ from typing import Any
 
 from ..common.errors import UserError
 from ..providers.litellm_setup import ready_for_calls
-from ..common.postgres import check_database_url
+from ..common.postgres import check_database_url, check_reachable
 from ..common.redaction import FULL_URLS_ENV, full_urls
 from ..prefect_server.api import api_url, prefect_api, start_temporary_server
 from ..run.progress import quiet_console_tracebacks
@@ -41,6 +41,10 @@ def sweep_command(args: argparse.Namespace) -> int:
     if getattr(args, "prompt_cache", None) is not None:
         config = config.model_copy(update={"prompt_cache": args.prompt_cache})
     runs = config.runs()
+    # As `run --database` finds it: in one line, before any pair starts. (A deployment's
+    # workers connect from their own network, where its name may be all that resolves.)
+    if runs[0].database and not config.deployment:
+        check_reachable(runs[0].database)
     if not config.deployment:
         _prestart_process_groups(config, runs)
     if config.deployment:
@@ -86,12 +90,14 @@ def sweep_command(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"failures": [], "leaderboard": []}
     if models:
         from ..flows.sweep import sweep
+        from ..sweeps.process_groups import stop_children
 
         quiet_console_tracebacks()
         quiet_temporary_server()
         ready_for_calls()
         with prefect_api():
-            result = run_interruptibly(sweep(config=config.model_copy(update={"models": models})))
+            result = run_interruptibly(sweep(config=config.model_copy(update={"models": models})),
+                                       stop_others=stop_children)
     failures = skipped + result["failures"]
     if not any("phase" in row for row in result["leaderboard"]):  # a suite without phases
         for line in result.get("summary", []):

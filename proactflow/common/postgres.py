@@ -192,3 +192,17 @@ async def detach(database: Database) -> None:
         if by_url.get(database.url) is database:
             del by_url[database.url]
         await database.close()
+
+
+def check_reachable(url: str) -> None:
+    """Connect to the database at `url` once (its tables made if new) and let go: a database
+    that is down, or refuses the user or the password, is one line here (a UserError naming
+    host:port/database), before anything runs on it, not a failure of everything after."""
+    async def connect() -> None:
+        database = Database(url)
+        try:
+            await database.start()
+        finally:
+            await database.close()
+
+    asyncio.run(connect())

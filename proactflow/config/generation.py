@@ -16,6 +16,12 @@ _REASONING_PREFIXES = ("gpt-5", "o1", "o3", "o4")
 
 Role = Literal["model_under_test", "judge"]
 
+TEMPERATURE_MAX = 2.0
+"""The widest temperature providers take (OpenAI's 0-2; Anthropic's is 0-1): above it, a
+typo."""
+MAX_TOKENS_CEILING = 1_000_000
+"""No model writes more in one reply: a larger budget is a typo."""
+
 
 def is_reasoning_model(model: str) -> bool:
     """PROTOCOL.md's rule: OpenAI reasoning models and gemini-2.5-pro get reasoning defaults."""
@@ -28,11 +34,13 @@ class Generation(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    temperature: float | None = Field(description="Sampling temperature.")
+    temperature: float | None = Field(ge=0, le=TEMPERATURE_MAX,
+                                      description="Sampling temperature.")
     max_tokens: int | None = Field(
-        gt=0, description="Maximum new tokens; None sends none (the provider's default "
-                          "applies).")
-    top_p: float | None = Field(description="Nucleus sampling; None for reasoning models.")
+        gt=0, le=MAX_TOKENS_CEILING,
+        description="Maximum new tokens; None sends none (the provider's default applies).")
+    top_p: float | None = Field(gt=0, le=1,
+                                description="Nucleus sampling; None for reasoning models.")
     reasoning_effort: str | None = Field(
         default=None, description="Sent to reasoning models only (judge default: medium).")
     system_prompt: str | None = Field(

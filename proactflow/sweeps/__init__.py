@@ -6,3 +6,6 @@ history entry, findings and events after it (nightly.py).
 
 May import: everything below it but cli and flows.sweep (which drives a sweep).
 """
+
+MAX_PROCESSES = 256
+"""Processes one sweep may spread over (`processes`, `--processes`): more is a typo."""

@@ -28,8 +28,13 @@ def _read_line() -> str:
 
 
 def _stop_when_orphaned() -> None:
+    from ..prefect_server.interrupted import console_off
+
     while os.read(0, 4096):  # returns b"" at end of file only
         continue
+    # The sweep's terminal is this process's too: Prefect's lines about the runs it stops
+    # reach its server only, beside the one line the sweep prints.
+    console_off()
     os.kill(os.getpid(), signal.SIGINT)
 
 
@@ -41,6 +46,11 @@ async def _run(ids: list[uuid.UUID]) -> int:
     from ..config.settings import RunSettings
     from ..flows.evaluate import evaluate
 
+    # Started here, with asyncio's own SIGINT handler in place (it cancels this task): the
+    # SIGINT it sends once the sweep closes our input lands nowhere else (in the set-up, it
+    # printed a traceback; between making this coroutine and running it, a warning that it
+    # was never awaited).
+    threading.Thread(target=_stop_when_orphaned, daemon=True).start()
     async with get_client() as client:
         flow_runs = [await client.read_flow_run(run_id) for run_id in ids]
     engine_flow = cast("Flow[..., Any]", evaluate)  # the engine's return type is wider
@@ -69,9 +79,6 @@ def main(argv: list[str]) -> int:
     quiet_console_tracebacks()
     ready_for_calls()
     try:
-        # Started here: the SIGINT it sends once the sweep closes our input can only land
-        # inside this try (not in the set-up above, where it printed a traceback).
-        threading.Thread(target=_stop_when_orphaned, daemon=True).start()
         return asyncio.run(_run([uuid.UUID(arg) for arg in argv]))
     except KeyboardInterrupt:
         return 130

@@ -133,9 +133,9 @@ def prestart(count: int, api_url: str, runs: list[RunSettings]) -> None:
 def _spawn(ids: list[uuid.UUID], env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A child in a session of its own: a terminal's Ctrl-C reaches the sweep's process only,
     which stops its children itself (closing their input) and waits for them before its
-    Prefect server stops (`_stop_children`), as an interrupted run stops."""
+    Prefect server stops (`stop_children`), as an interrupted run stops."""
     if not _spawned:
-        atexit.register(_stop_children)  # after the server's: run before it
+        atexit.register(stop_children)  # after the server's: run before it
     child = subprocess.Popen([sys.executable, "-m", "proactflow.sweeps.process_group",
                               *map(str, ids)], stdin=subprocess.PIPE, env=env,
                              start_new_session=True)
@@ -148,7 +148,9 @@ STOP_WAIT = 20.0
 """Seconds the sweep's process waits at its end for children told to stop."""
 
 
-def _stop_children() -> None:
+def stop_children() -> None:
+    """Every child told to stop, and waited for (bounded): its runs' states are then on the
+    server. Called again at exit, it finds them stopped."""
     for child in _spawned:
         _close(child)
     deadline = time.monotonic() + STOP_WAIT

@@ -14,22 +14,27 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 from ..common.redaction import redact_url
 from ..config.effective import safety_settings_off
-from ..config.generation import DEFAULT_SUITE, Role, role_generation
+from ..config.generation import (DEFAULT_SUITE, MAX_TOKENS_CEILING, TEMPERATURE_MAX, Role,
+                                 role_generation)
 from ..config.roles import BatchMode, ModelRole
 from ..limits.model_limits import MAX_CONCURRENCY, Limits
 
 
 class SweepModel(BaseModel):
-    """One model entry of a sweep file: a model string plus optional endpoint and settings."""
+    """One model entry of a sweep file: a model string plus optional endpoint and settings.
+    Strict: a string is not a boolean, nor a number (`batch = "yes"` is a mistake, not true)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     model: str = Field(description="litellm model string.")
     api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint.")
     api_key_env: str | None = Field(default=None, description="Variable holding the key.")
-    temperature: float | None = Field(default=None, description="Override of the default.")
-    max_tokens: int | None = Field(default=None, description="Override of the default.")
-    top_p: float | None = Field(default=None, description="Override of the default.")
+    temperature: float | None = Field(default=None, ge=0, le=TEMPERATURE_MAX,
+                                      description="Override of the default (0 to 2).")
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_CEILING,
+                                   description="Override of the default (1 to 1000000).")
+    top_p: float | None = Field(default=None, gt=0, le=1,
+                                description="Override of the default (above 0, at most 1).")
     reasoning_effort: str | None = Field(default=None, description="Override of the default.")
     system_prompt: str | None = Field(default=None, description="Model under test only.")
     gemini_safety_off: bool = Field(default=False, description="Gemini's harm filters off.")
@@ -60,6 +65,13 @@ class SweepModel(BaseModel):
     def _without_secrets(self, api_base: str | None) -> str | None:
         """Credentials in an endpoint URL never reach Prefect's parameters (see ModelRole)."""
         return redact_url(api_base) if api_base else None
+
+    @field_validator("batch", mode="before")
+    @classmethod
+    def _batch_mode(cls, value: Any) -> Any:
+        if value is not None and value is not True and value is not False and value != "auto":
+            raise ValueError('expected true, false or "auto"')
+        return value
 
     @field_validator("temperature", "max_tokens", "top_p", "reasoning_effort", mode="before")
     @classmethod

@@ -71,7 +71,9 @@ from ..common.postgres import check_database_url, default_database
 from ..limits.model_limits import MAX_CONCURRENCY
 from ..config.settings import (RULES, DEFAULT_SUITE, CorpusSource, RunSettings, RuntimeOptions,
                                check_store, default_store)
+from . import MAX_PROCESSES
 from .sweep_entry import SweepModel
+from .sweep_errors import problem_line
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -80,9 +82,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 
 class SweepConfig(BaseModel):
-    """A whole sweep file."""
+    """A whole sweep file. Strict, as its entries are: a string is not a boolean nor a number
+    (`refresh_on_change = "no"` would be true), a number not a boolean."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     suite: str = Field(default=DEFAULT_SUITE, description="The benchmark: proactbench (default), "
                                                           "proactiveagent, proactivebench-mllm, "
@@ -139,7 +142,7 @@ class SweepConfig(BaseModel):
         default=None, description="flow/deployment (evaluate/evaluate): each pair runs as a run "
                                   "of it on the pool's workers; default: in this process.")
     processes: int | None = Field(
-        default=None, ge=1, le=256, strict=True,
+        default=None, ge=1, le=MAX_PROCESSES,
         description="Processes of this machine the evaluations are spread over; default one per "
                     "4 pairs, at most one per core (1: all in the sweep's own process).")
     batch: bool | Literal["auto"] = Field(
@@ -179,6 +182,13 @@ class SweepConfig(BaseModel):
                 raise ValueError(f"{entry.model}: with a deployment, credentials go in the "
                                  "workers' environment (api_key_env), not in api_base")
         return self
+
+    @field_validator("batch", mode="before")
+    @classmethod
+    def _batch_mode(cls, value: Any) -> Any:
+        if value is not True and value is not False and value != "auto":
+            raise ValueError('expected true, false or "auto"')
+        return value
 
     @field_validator("database")
     @classmethod
@@ -256,26 +266,7 @@ def load_sweep(path: str | Path) -> SweepConfig:
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UserError(f"{path}: {_problem(data, exc.errors()[0])}") from None
-
-
-def _problem(data: dict[str, Any], error: Any) -> str:
-    """One validation error as `models[2] (openai/my-model): concurrency: <why>`: an entry by
-    its place in the file (counted from 1, as a reader counts [[models]] blocks) and its model."""
-    loc = list(error["loc"])
-    where = []
-    if len(loc) >= 2 and loc[0] in ("models", "judges") and isinstance(loc[1], int):
-        entries = data.get(loc[0])
-        entry = entries[loc[1]] if isinstance(entries, list) else None
-        model = entry.get("model") if isinstance(entry, dict) else None
-        where.append(f"{loc[0]}[{loc[1] + 1}]" + (f" ({model})" if isinstance(model, str)
-                                                  else ""))
-        loc = loc[2:]
-    where.append(".".join(str(part) for part in loc) or "(file)")
-    if error["type"] == "extra_forbidden":
-        return f"{': '.join(where)}: unknown key"
-    given = f", got {error['input']!r}" if loc and not isinstance(error["input"], dict) else ""
-    return f"{': '.join(where)}: {error['msg']}{given}"
+        raise UserError(f"{path}: {problem_line(data, exc.errors())}") from None
 
 
 def _parts(parts: list[str] | None) -> tuple[str, ...] | None:
