@@ -47,6 +47,8 @@ class ImagePart:
     """The bytes' hash: what keys, logs and rows say of the image."""
     path: Path | None = field(default=None, repr=False, compare=False)
     """The file a stored image is read from."""
+    size: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+    """A stored image's width and height, as recorded with it."""
 
     @classmethod
     def of(cls, data: bytes) -> "ImagePart":
@@ -59,11 +61,12 @@ class ImagePart:
         return cls.of(Path(path).read_bytes())
 
     @classmethod
-    def stored(cls, path: Path, media_type: str, sha256: str) -> "ImagePart":
-        """An image file whose media type and hash are known (written by proactflow, which
-        recorded them): nothing is read until its bytes are sent, and then they are checked
-        against the hash."""
-        return cls(None, media_type, sha256, Path(path))
+    def stored(cls, path: Path, media_type: str, sha256: str,
+               size: tuple[int, int] | None = None) -> "ImagePart":
+        """An image file whose media type, hash (and size) are known (written by proactflow,
+        which recorded them): nothing is read until its bytes are sent, and then they are
+        checked against the hash."""
+        return cls(None, media_type, sha256, Path(path), size)
 
     @property
     def data(self) -> bytes:
@@ -90,7 +93,10 @@ class ImagePart:
     def estimated_tokens(self, model: str) -> int:
         """Prompt tokens of this image as litellm counts them for `model` (its size read from
         the bytes; a model litellm does not know is counted as OpenAI's high-detail tiles)."""
-        key = (model, self.sha256)
+        # litellm counts an image from its pixel size: stored images of one size (a video's
+        # frames) are counted once.
+        key = (model, self.sha256) if self.size is None else (model, self.media_type,
+                                                              *self.size)
         if key not in _IMAGE_TOKENS:
             if len(_IMAGE_TOKENS) >= 4096:  # keys only: never the images themselves
                 _IMAGE_TOKENS.clear()
@@ -170,7 +176,7 @@ def images_of(content: Content) -> list[ImagePart]:
     return [] if isinstance(content, str) else [p for p in content if isinstance(p, ImagePart)]
 
 
-_IMAGE_TOKENS: dict[tuple[str, str], int] = {}
+_IMAGE_TOKENS: dict[tuple[Any, ...], int] = {}
 
 
 def _image_tokens(model: str, data_url: str) -> int:

@@ -61,7 +61,7 @@ class Frame:
     def image(self) -> ImagePart:
         """The frame as a message's image, its file read only when the request is sent."""
         media_type = "image/jpeg" if self.path.suffix == ".jpg" else "image/png"
-        return ImagePart.stored(self.path, media_type, self.sha256)
+        return ImagePart.stored(self.path, media_type, self.sha256, (self.width, self.height))
 
 
 @dataclass(frozen=True)
