@@ -13,7 +13,9 @@ Layout under the folder given (the store wiring comes later): `<key[:2]>/<key>/`
 `frame-<k>.<ext>` and `frames.json`, the key being the sha256 of the video's sha256, the
 sampling settings and the decoder (PyAV's and FFmpeg's versions). A set is built in a temporary
 folder beside it and renamed into place whole, so a crash leaves either nothing or a complete
-set; frames are written as they are decoded, never all held in memory.
+set; frames are written as they are decoded, never all held in memory (decoding.py decodes).
+A set read back keeps its frames' times, sizes and hashes only: a frame's file is read when a
+request sends it (Frame.image).
 """
 
 from __future__ import annotations
