@@ -1,45 +1,54 @@
-"""One EGO-sized sample of the video ProactiveBench (a 360 s clip: 360 steps) through the whole
-pipeline against the fake OpenAI-compatible server of the tests.
+"""The video ProactiveBench through the whole pipeline against the fake OpenAI-compatible server
+of the tests, at today's clip size and at the real one, and the plan of a full-size corpus.
 
 Run by hand from the repository root (not part of the tests):
 
-    .venv/bin/python benchmarks/video_episode.py [WIDTH HEIGHT FPS]
+    .venv/bin/python benchmarks/video_episode.py [--only small,real,plan] [--repeat N]
+        [--plan-steps 170000]
 
-It writes a 360 s mpeg4 clip (320x180 at 10 fps by default, a moving square over flat shades),
-an anno.json with three gold turns, and runs `proactflow run --suite proactivebench-video` three
-times in child processes, each measured on its own (wall time, CPU time of the process and its
-children, the peak memory of the CLI's own process): `--dry-run` on a fresh store (decodes the
-clip and walks the plan), the run itself (360 model calls, then the judge), and the same run
-again (every call cached, no decoding). The fake model answers from nothing (NO REPLY, and a
-reply every 60 s), at once: the figures are proactflow's own cost per step, not a model's.
-Request sizes are the JSON bodies the server received, images as base64 data URLs.
+- small: one EGO-sized sample (a 360 s mpeg4 clip at 320x180 and 10 fps: 360 steps), run
+  three times on one store: `--dry-run` (decodes the clip and walks the plan), the run (360
+  model calls, then the judge), the run again (every call cached, no decoding); start-up
+  included in the per-step figures, as before.
+- real: a 1280x720, 30 fps clip at two lengths (40 s and 160 s, the shorter cut from the
+  longer), each run cold on a fresh store (decoding, plan and calls in one run) and then cached;
+  the marginal CPU of a step is the difference of the two lengths' CPU over the difference of
+  their steps (start-up cancels out), cold and cached. With --repeat N each is run N times and
+  the median is printed.
+- plan: a generated corpus of many samples, `--plan-steps` steps in all (small videos shared
+  by several samples, TV samples with subtitles), planned with `--dry-run` twice: first on a
+  fresh store (every video decoded, then the plan), then again (the plan alone).
+
+Each command runs in a child process measured as benchmarks/measure.py does (CPU of its
+whole process tree, the temporary Prefect server included; peak memory, the largest resident
+set in the tree). The fake model answers at once (NO REPLY, a reply every 60 s): the figures
+are proactflow's own cost per step, not a model's.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import resource
-import subprocess
+import os
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import av
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from video_frames import write_clip  # noqa: E402
+import video_frames  # noqa: E402
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
+from measure import Measured, child_env, measured  # noqa: E402
 
 SECONDS = 360
-RUNNER = """
-import atexit, resource, sys
-from proactflow.cli import main
-atexit.register(lambda: print("PEAK_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                              file=sys.stderr))
-sys.exit(main(sys.argv[1:]))
-"""
+REAL = (1280, 720, 30)
+REAL_LENGTHS = (40, 160)
 
 
 def model(request: dict) -> Reply:
@@ -51,21 +60,9 @@ def judge(request: dict) -> Reply:
     return Reply(content="2")
 
 
-def measured(args: list[str]) -> dict[str, float]:
-    """Wall time, CPU time and peak memory of one CLI run in a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", RUNNER, *args], capture_output=True,
-                          text=True)
-    wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"the run failed ({done.returncode}): {done.stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    peak = next(int(line.split()[1]) for line in done.stderr.splitlines()
-                if line.startswith("PEAK_KB"))
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak / 1024,
-            "largest_child_mb": after.ru_maxrss / 1024}
+def gold(n: int, start: float) -> dict:
+    return {"role": "assistant", "content": f"The square crosses ({n}).",
+            "related_timespan": [start, start + 20], "reply_timespan": [start, start + 21]}
 
 
 def write_corpus(corpus: Path, frames: tuple[int, int, int], seconds: int,
@@ -73,43 +70,161 @@ def write_corpus(corpus: Path, frames: tuple[int, int, int], seconds: int,
     """An EGO part of one clip (`frames`: width, height, fps) whose three gold turns, a square
     crossing, start at `gold_starts` seconds."""
     (corpus / "EGO").mkdir(parents=True)
-    write_clip(corpus / "EGO" / "clip.mp4", *frames, noise=False)
-    gold = [{"role": "assistant", "content": f"The square crosses ({n}).",
-             "related_timespan": [start, start + 20], "reply_timespan": [start, start + 21]}
-            for n, start in enumerate(gold_starts)]
+    video_frames.SECONDS = seconds
+    video_frames.write_clip(corpus / "EGO" / "clip.mp4", *frames, noise=False)
+    _write_annotation(corpus, seconds, gold_starts, question_id)
+
+
+def _write_annotation(corpus: Path, seconds: int, gold_starts: tuple[int, ...],
+                      question_id: str) -> None:
     (corpus / "EGO" / "anno.json").write_text(json.dumps([{
         "video": "clip.mp4", "question_id": question_id, "duration": float(seconds),
         "conversation": [{"role": "user", "content": "Tell me when the square crosses.",
-                          "time": 0}], "answer": gold}]), encoding="utf-8")
+                          "time": 0}],
+        "answer": [gold(n, start) for n, start in enumerate(gold_starts)]}]), encoding="utf-8")
+
+
+def cut(source: Path, target: Path, seconds: float) -> None:
+    """The first `seconds` of a clip, its packets copied (no re-encoding)."""
+    with av.open(str(source)) as given, av.open(str(target), "w") as out:
+        stream = given.streams.video[0]
+        copy = out.add_stream_from_template(stream)
+        for packet in given.demux(stream):
+            if packet.dts is None or packet.pts is None:
+                continue
+            if packet.pts * packet.time_base >= seconds:
+                break
+            packet.stream = copy
+            out.mux(packet)
+
+
+def run_args(fake: FakeOpenAI, corpus: Path, store: Path, parts: str = "EGO") -> list[str]:
+    return [sys.executable, "-m", "proactflow.cli", "run", "--suite", "proactivebench-video",
+            "--eval-vision", "--corpus", str(corpus), "--parts", parts,
+            "--eval-model", "openai/watcher", "--eval-api-base", fake.url,
+            "--judge-model", "openai/grader", "--judge-api-base", fake.url,
+            "--store", str(store)]
+
+
+def timed(command: list[str], home: Path) -> Measured:
+    return measured(command, child_env(home), ROOT)
+
+
+def small(fake: FakeOpenAI, folder: Path) -> None:
+    corpus = folder / "small"
+    write_corpus(corpus, (320, 180, 10), SECONDS, (50, 170, 339), "ego-bench")
+    print(f"small clip: {SECONDS} s, 320x180 at 10 fps, "
+          f"{(corpus / 'EGO' / 'clip.mp4').stat().st_size / 1e6:.1f} MB")
+    store = folder / "small-store"
+    for name, extra in (("dry run (decode + plan)", ["--dry-run"]), ("run", []),
+                        ("second run (cached)", [])):
+        fake.reset_counts()
+        got = timed([*run_args(fake, corpus, store), *extra], folder / "home")
+        print(f"  {name}: {got.wall_s:.1f} s wall, {got.cpu_s:.1f} s CPU "
+              f"({1000 * got.cpu_s / SECONDS:.1f} ms a step, start-up included), peak "
+              f"{got.peak_rss_mb:.0f} MB; model calls {fake.calls['watcher']}", flush=True)
+
+
+def real(fake: FakeOpenAI, folder: Path, repeat: int) -> None:
+    width, height, fps = REAL
+    short, long = REAL_LENGTHS
+    corpora = {seconds: folder / f"real-{seconds}" for seconds in REAL_LENGTHS}
+    started = time.monotonic()
+    write_corpus(corpora[long], REAL, long, (long // 4, long // 2, long - 21), "ego-real")
+    (corpora[short] / "EGO").mkdir(parents=True)
+    cut(corpora[long] / "EGO" / "clip.mp4", corpora[short] / "EGO" / "clip.mp4", short)
+    _write_annotation(corpora[short], short, (short // 4, short // 2, short - 21), "ego-real")
+    print(f"real clips: {width}x{height} at {fps} fps, {short} s and {long} s "
+          f"({(corpora[long] / 'EGO' / 'clip.mp4').stat().st_size / 1e6:.1f} MB), written in "
+          f"{time.monotonic() - started:.0f} s", flush=True)
+    figures: dict[tuple[int, str], list[Measured]] = {}
+    for attempt in range(repeat):
+        for seconds in REAL_LENGTHS:
+            store = folder / f"real-store-{seconds}-{attempt}"
+            for name in ("cold", "cached"):
+                got = timed(run_args(fake, corpora[seconds], store), folder / "home")
+                figures.setdefault((seconds, name), []).append(got)
+                print(f"  {seconds} s {name}: {got.cpu_s:.2f} s CPU, {got.wall_s:.1f} s wall, "
+                      f"peak {got.peak_rss_mb:.0f} MB", flush=True)
+    steps = long - short
+    for name in ("cold", "cached"):
+        marginal = [1000 * (b.cpu_s - a.cpu_s) / steps for a, b in
+                    zip(figures[(short, name)], figures[(long, name)])]
+        peak = max(m.peak_rss_mb for seconds in REAL_LENGTHS for m in figures[(seconds, name)])
+        print(f"real size, {name}: marginal CPU of a step {statistics.median(marginal):.2f} ms "
+              f"(median of {len(marginal)}: {', '.join(f'{v:.2f}' for v in marginal)}); "
+              f"peak memory of the process tree {peak:.0f} MB", flush=True)
+
+
+def plan_corpus(corpus: Path, total_steps: int) -> tuple[int, int]:
+    """Parts of samples summing to `total_steps` steps, each 360 s video shared by several
+    samples (small videos: what the plan costs does not depend on the frames' size)."""
+    seconds, per_video = 360, 6
+    steps: list[int] = []
+    while (left := total_steps - sum(steps)) > 0:  # 150 to 360 steps a sample
+        count = min(left, 150 + (len(steps) * 37) % 211)
+        steps.append(left if left - count < 30 and left <= seconds else count)
+    parts = ("WEB", "EGO", "TV", "VAD")
+    annotations: dict[str, list[dict]] = {part: [] for part in parts}
+    videos = 0
+    for i, count in enumerate(steps):
+        part = parts[i % 4]
+        name = f"v{i // per_video:04d}.mp4"
+        path = corpus / part / name
+        if not path.exists():
+            video_frames.SECONDS = seconds
+            path.parent.mkdir(parents=True, exist_ok=True)
+            video_frames.write_clip(path, 96, 54, 2, noise=False)
+            videos += 1
+        conversation = [{"role": "user", "content": f"Question {i}: tell me when it crosses.",
+                         "time": 0}]
+        if part == "TV":
+            conversation += [{"role": "user", "content": f"Subtitle: (Ann:)line {t}.",
+                              "time": t + 0.5} for t in range(3, count, 7)]
+        annotations[part].append({
+            "video": name, "question_id": f"{part.lower()}-{i}", "duration": float(seconds),
+            "conversation": conversation,
+            "answer": [gold(0, max(0, count // 2 - 10)), gold(1, max(0, count - 21))]})
+    for part, items in annotations.items():
+        (corpus / part / "anno.json").write_text(json.dumps(items), encoding="utf-8")
+    return len(steps), videos
+
+
+def plan(fake: FakeOpenAI, folder: Path, total_steps: int) -> None:
+    corpus = folder / "plan"
+    started = time.monotonic()
+    samples, videos = plan_corpus(corpus, total_steps)
+    print(f"plan corpus: {samples} samples, {total_steps} steps, {videos} videos of 360 s "
+          f"(96x54, 2 fps), written in {time.monotonic() - started:.0f} s", flush=True)
+    store = folder / "plan-store"
+    for name in ("dry run on a fresh store (decode every video + plan)",
+                 "dry run again (the plan alone)"):
+        got = timed([*run_args(fake, corpus, store, "WEB,EGO,TV,VAD"), "--dry-run"],
+                    folder / "home")
+        summary = next((line.strip() for line in got.output.splitlines()
+                        if "samples," in line), "")
+        print(f"  {name}: {got.wall_s:.1f} s wall, {got.cpu_s:.1f} s CPU, peak "
+              f"{got.peak_rss_mb:.0f} MB; {summary}", flush=True)
 
 
 def main() -> None:
-    width, height, fps = (int(v) for v in sys.argv[1:4]) if len(sys.argv) >= 4 else (320, 180, 10)
-    with tempfile.TemporaryDirectory() as folder, FakeOpenAI(
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="small,real,plan")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--plan-steps", type=int, default=170_000)
+    options = parser.parse_args()
+    chosen = set(options.only.split(","))
+    print(f"load: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} "
+          f"{os.getloadavg()[2]:.1f} on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory() as name, FakeOpenAI(
             {"watcher": model, "grader": judge}) as fake:
-        corpus = Path(folder) / "corpus"
-        write_corpus(corpus, (width, height, fps), SECONDS, (50, 170, 339), "ego-bench")
-        args = ["run", "--suite", "proactivebench-video", "--eval-vision", "--corpus", str(corpus),
-                "--parts", "EGO", "--eval-model", "openai/watcher", "--eval-api-base",
-                fake.url, "--judge-model", "openai/grader", "--judge-api-base", fake.url,
-                "--store", str(Path(folder) / "store")]
-        print(f"clip: {SECONDS} s, {width}x{height} at {fps} fps, "
-              f"{(corpus / 'EGO' / 'clip.mp4').stat().st_size / 1e6:.1f} MB")
-        for name, extra in (("dry run (decode + plan)", ["--dry-run"]), ("run", []),
-                            ("second run (cached)", [])):
-            fake.reset_counts()
-            figures = measured([*args, *extra])
-            calls = fake.calls["watcher"]
-            line = (f"{name}: {figures['wall_s']:.1f} s wall, {figures['cpu_s']:.1f} s CPU "
-                    f"({1000 * figures['cpu_s'] / SECONDS:.1f} ms per step), peak "
-                    f"{figures['peak_rss_mb']:.0f} MB (largest process so far "
-                    f"{figures['largest_child_mb']:.0f} MB); model calls {calls}, judge calls "
-                    f"{fake.calls['grader']}")
-            sizes = [len(json.dumps(r)) for r in fake.requests if r["model"] == "watcher"]
-            if sizes:
-                line += (f"; request body mean {sum(sizes) / len(sizes) / 1e6:.2f} MB, max "
-                         f"{max(sizes) / 1e6:.2f} MB, all {sum(sizes) / 1e6:.0f} MB")
-            print(line, flush=True)
+        folder = Path(name)
+        if "small" in chosen:
+            small(fake, folder)
+        if "real" in chosen:
+            real(fake, folder, options.repeat)
+        if "plan" in chosen:
+            plan(fake, folder, options.plan_steps)
 
 
 if __name__ == "__main__":

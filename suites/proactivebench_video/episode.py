@@ -1,41 +1,52 @@
 """A sample's episode as the seam runs it: the request of each 1-s step (the growing chat of
-protocol.chat_turns, its frames as images) and the row of each step.
+protocol.chat_turns, its frames as images, grown by one step's work in chats.py) and the row of
+each step.
 
 Frames come from frames.stored_frames in the store's frame folder: the first request of a video
-decodes it (or finds it stored); the frame set is then remembered by this process, so the steps
-of an episode read image files only.
+decodes it (or finds it stored); the frame set (its frames' times and hashes) is then
+remembered by this process, so the steps of an episode read image files only, when a request is
+sent.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from typing import Any
 
 from ...config.settings import ModelRole
 from ...providers.chat import ChatOutcome, ChatRequest
-from ...providers.content import ImagePart
 from ..base import Step
 from .annotations import GoldTurn, UserTurn, VideoSample
+from .chats import LEFT_WINDOW, EpisodeChats, chat_identity
 from .frames import FrameSet, VideoDecodeError, stored_frames
 from .prompts import SYSTEM, FrameContext, VideoPrompts
-from .protocol import (StepTurn, StreamingSettings, chat_turns, frame_indices, frames_in_chat,
-                       is_silence, reply_time, step_user_turns)
+from .protocol import (StreamingSettings, frame_indices, frames_in_chat, is_silence, reply_time,
+                       step_user_turns)
 from .tables import StepRow
 
-LEFT_WINDOW = "(earlier frames no longer shown)"
-"""The text of an earlier step's user turn that has neither frames left in the window nor
-subtitles: a chat message may not be empty."""
+__all__ = ["LEFT_WINDOW", "FrameSets", "sample_of", "step_request", "step_row"]
 
 
 def sample_of(row: dict[str, Any]) -> VideoSample:
-    """The protocol's sample back from its samples row."""
+    """The protocol's sample back from its samples row (parsed once for the steps that ask
+    again: every step of an episode does, twice)."""
+    return _parsed(row["part"], row["index"], row["video"], row["question_id"], row["question"],
+                   row["duration"], row["user_turns_json"], row["answers_json"],
+                   row["extras_json"])
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(part: str, index: int, video: str, question_id: str, question: str,
+            duration: float, user_turns_json: str, answers_json: str,
+            extras_json: str) -> VideoSample:
     return VideoSample(
-        part=row["part"], index=row["index"], video=row["video"],
-        question_id=row["question_id"], question=row["question"], duration=row["duration"],
-        user_turns=tuple(UserTurn(**turn) for turn in json.loads(row["user_turns_json"])),
-        answers=tuple(GoldTurn(**turn) for turn in json.loads(row["answers_json"])),
-        extras_json=row["extras_json"])
+        part=part, index=index, video=video, question_id=question_id, question=question,
+        duration=duration,
+        user_turns=tuple(UserTurn(**turn) for turn in json.loads(user_turns_json)),
+        answers=tuple(GoldTurn(**turn) for turn in json.loads(answers_json)),
+        extras_json=extras_json)
 
 
 class FrameSets:
@@ -74,30 +85,20 @@ class FrameSets:
             return self._sets.get(row["video_sha256"])
 
 
-def _content(turn: StepTurn, frames: FrameSet) -> str | tuple[str | ImagePart, ...]:
-    images: list[str | ImagePart] = [ImagePart.read(frames.frame(k).path) for k in turn.frames]
-    text = "\n".join(turn.texts)
-    if not images:
-        return text or LEFT_WINDOW
-    return (*images, text) if text else tuple(images)
-
-
 def step_request(sample: dict[str, Any], earlier: list[Step], role: ModelRole,
                  prompts: VideoPrompts, frame_sets: FrameSets, settings: StreamingSettings,
-                 sample_index: int) -> ChatRequest | None:
+                 sample_index: int, chats: EpisodeChats) -> ChatRequest | None:
     """The request of the next step; None when the video cannot be decoded."""
     assert prompts.context is not None, "the suite's generation prompts carry the context"
     try:
         frames = frame_sets.get(sample, prompts.context, settings)
     except VideoDecodeError:
         return None
-    outputs = [row["response"] if row["response"] is not None else settings.silence_marker
-               for _, row in earlier]  # a step without an answer stays in the chat as silence
-    chat = chat_turns(sample_of(sample), len(earlier), outputs, settings)
-    messages: list[tuple[str, Any]] = [("system", prompts[SYSTEM].text)]
-    messages += [("user", _content(turn, frames)) if isinstance(turn, StepTurn)
-                 else ("assistant", turn) for turn in chat]
-    return ChatRequest.build(role, messages, sample_index=sample_index)
+    system = prompts[SYSTEM].text
+    chat = chats.chat(sample_of(sample), earlier, frames, system, settings,
+                      chat_identity(sample, sample_index, system, frames, settings),
+                      last=len(earlier) + 1 >= sample["steps"])
+    return ChatRequest.build(role, chat.messages, sample_index=sample_index)
 
 
 def step_row(sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,
@@ -116,7 +117,7 @@ def step_row(sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome |
                        silent=None, frame_times=[], images_sent=0, finish_reason=None,
                        prompt_tokens=None, completion_tokens=None, latency_s=None,
                        attempts=0, request_key=None)
-    frame_times = [frames.frame(k).time for k in frame_indices(step, settings)] \
+    frame_times = [frames.time(k) for k in frame_indices(step, settings)] \
         if isinstance(frames, FrameSet) else []
     response = outcome.content if outcome.ok else None
     return StepRow(**common, status=outcome.status, message=outcome.error, response=response,

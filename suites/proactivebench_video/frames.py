@@ -13,7 +13,9 @@ Layout under the folder given (the store wiring comes later): `<key[:2]>/<key>/`
 `frame-<k>.<ext>` and `frames.json`, the key being the sha256 of the video's sha256, the
 sampling settings and the decoder (PyAV's and FFmpeg's versions). A set is built in a temporary
 folder beside it and renamed into place whole, so a crash leaves either nothing or a complete
-set; frames are written as they are decoded, never all held in memory.
+set; frames are written as they are decoded, never all held in memory (decoding.py decodes).
+A set read back keeps its frames' times, sizes and hashes only: a frame's file is read when a
+request sends it (Frame.image).
 """
 
 from __future__ import annotations
@@ -24,27 +26,23 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
-from fractions import Fraction
+from array import array
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import av
 
+from ...providers.content import ImagePart
+from .decoding import (EXTENSIONS, SkippedTooMuch, VideoDecodeError, _decode_into, _Encoder,
+                       _write_synced)
 from .protocol import StreamingSettings
+
+__all__ = ["Frame", "FrameSet", "SkippedTooMuch", "VideoDecodeError", "stored_frames",
+           "_Encoder", "_decode_into"]
 
 MANIFEST = "frames.json"
 LAYOUT_VERSION = 1
-_EXTENSIONS = {"jpeg": "jpg", "png": "png"}
-
-
-class VideoDecodeError(Exception):
-    """A video that cannot be decoded (missing, corrupt, no video stream, no frame): the suite
-    turns it into an error row for each of its samples."""
-
-    def __init__(self, video: Path | str, reason: str):
-        self.video, self.reason = str(video), reason
-        super().__init__(f"{video}: cannot decode: {reason}")
 
 
 @dataclass(frozen=True)
@@ -59,25 +57,75 @@ class Frame:
     """Its encoded image file."""
     width: int
     height: int
+    sha256: str
+    """Its encoded bytes' hash, as the manifest records it."""
+
+    def image(self) -> ImagePart:
+        """The frame as a message's image, its file read only when the request is sent."""
+        media_type = "image/jpeg" if self.path.suffix == ".jpg" else "image/png"
+        return ImagePart.stored(self.path, media_type, self.sha256, (self.width, self.height))
 
 
 @dataclass(frozen=True)
 class FrameSet:
-    """A video's stored frames."""
+    """A video's stored frames: their times, sizes and hashes in compact arrays (about 40 bytes
+    a frame, so that a process may remember every video of a corpus), each Frame made when
+    asked for."""
 
     key: str
     """The content address: sha256 of `record`."""
     record: dict[str, Any]
     """What the key covers: the video's sha256, the sampling settings, the decoder."""
-    frames: tuple[Frame, ...]
-    """Frame k at position k."""
+    folder: Path
     decoded: bool
     """True when this call decoded the video; False when the stored set was reused."""
+    times: array = field(repr=False)
+    widths: array = field(repr=False)
+    heights: array = field(repr=False)
+    digests: bytes = field(repr=False)
+    """The frames' sha256, 32 bytes each."""
+    extension: str
+    names: tuple[str, ...] | None = field(default=None, repr=False)
+    """The files' names when they are not frame-<k>.<extension> (a manifest made otherwise)."""
+
+    @classmethod
+    def of_manifest(cls, folder: Path, key: str, record: dict[str, Any], decoded: bool,
+                    entries: list[dict[str, Any]]) -> "FrameSet":
+        extension = Path(entries[0]["file"]).suffix.lstrip(".") if entries else "jpg"
+        patterned = all(e["index"] == k and e["file"] == f"frame-{k:06d}.{extension}"
+                        for k, e in enumerate(entries))
+        return cls(key=key, record=record, folder=folder, decoded=decoded,
+                   times=array("d", (e["time"] for e in entries)),
+                   widths=array("l", (e["width"] for e in entries)),
+                   heights=array("l", (e["height"] for e in entries)),
+                   digests=b"".join(bytes.fromhex(e["sha256"]) for e in entries),
+                   extension=extension,
+                   names=None if patterned else tuple(e["file"] for e in entries))
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def _at(self, position: int) -> Frame:
+        name = self.names[position] if self.names is not None else \
+            f"frame-{position:06d}.{self.extension}"
+        return Frame(index=position,  # the manifest lists frame k at position k
+                     time=self.times[position], path=self.folder / name,
+                     width=self.widths[position], height=self.heights[position],
+                     sha256=self.digests[32 * position:32 * position + 32].hex())
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        """Frame k at position k."""
+        return tuple(self._at(position) for position in range(len(self)))
 
     def frame(self, index: int) -> Frame:
         """Frame `index`, or the last one when the video ended before its sampling time
         (a duration in anno.json longer than the file)."""
-        return self.frames[min(index, len(self.frames) - 1)]
+        return self._at(min(index, len(self) - 1))
+
+    def time(self, index: int) -> float:
+        """Frame `index`'s time (as `frame(index).time`)."""
+        return self.times[min(index, len(self) - 1)]
 
 
 def decoder_versions() -> dict[str, str]:
@@ -109,97 +157,9 @@ def frames_key(record: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
-def _scaled(width: int, height: int, longest: int) -> tuple[int, int]:
-    scale = min(1.0, longest / max(width, height))
-    # Even sides: mjpeg's 4:2:0 chroma needs them, and PNG does not mind.
-    return max(2, round(width * scale) // 2 * 2), max(2, round(height * scale) // 2 * 2)
-
-
-def _sampled(container: Any, fps: float) -> Iterator[tuple[int, Any]]:
-    """(k, frame) for each sampling time k / fps: the first decoded frame at or after it. A
-    frame standing for several sampling times (a video slower than fps) is yielded for each."""
-    stream = container.streams.video[0]
-    stream.thread_type = "AUTO"
-    k = 0
-    for frame in container.decode(stream):
-        if frame.time is None:
-            continue
-        while frame.time >= k / fps - 1e-6:
-            yield k, frame
-            k += 1
-
-
-def _encoder(settings: StreamingSettings, width: int, height: int) -> Any:
-    if settings.frame_format == "jpeg":
-        codec = av.CodecContext.create("mjpeg", "w")
-        codec.pix_fmt = "yuvj420p"
-        # FFmpeg's qscale (2 best .. 31 worst) from the 1-100 quality scale.
-        codec.qmin = codec.qmax = max(2, min(31, round(31 - (settings.jpeg_quality - 1)
-                                                       * 29 / 99)))
-    else:
-        codec = av.CodecContext.create("png", "w")
-        codec.pix_fmt = "rgb24"
-    codec.width, codec.height = width, height
-    codec.time_base = Fraction(1, 1)
-    return codec
-
-
-class _Encoder:
-    """Encodes frames of one size into image files; made for the video's first frame (every
-    frame of a stream has its size), reused for the rest."""
-
-    def __init__(self, settings: StreamingSettings, width: int, height: int):
-        self.settings = settings
-        self.width, self.height = _scaled(width, height, settings.frame_size)
-        self.codec = _encoder(settings, self.width, self.height)
-
-    def encode(self, frame: Any, index: int) -> bytes:
-        image = frame.reformat(width=self.width, height=self.height, format=self.codec.pix_fmt)
-        # PyAV rescales a frame's pts from its time base to the encoder's, which rejects a pts
-        # that does not grow: stamp each frame in the encoder's own time base.
-        image.time_base, image.pts = self.codec.time_base, index
-        # mjpeg and png are intra-only: each frame comes out as one packet at once.
-        return b"".join(bytes(packet) for packet in self.codec.encode(image))
-
-
-def _decode_into(video: Path, folder: Path, settings: StreamingSettings) -> list[dict[str, Any]]:
-    extension = _EXTENSIONS[settings.frame_format]
-    entries: list[dict[str, Any]] = []
-    encoder: _Encoder | None = None
-    try:
-        with av.open(str(video)) as container:
-            if not container.streams.video:
-                raise VideoDecodeError(video, "no video stream")
-            for k, frame in _sampled(container, settings.fps):
-                encoder = encoder or _Encoder(settings, frame.width, frame.height)
-                data = encoder.encode(frame, k)
-                if not data:
-                    raise VideoDecodeError(video, f"the {settings.frame_format} encoder gave "
-                                                  f"no image for frame {k}")
-                name = f"frame-{k:06d}.{extension}"
-                _write_synced(folder / name, data)
-                entries.append({"index": k, "time": float(frame.time), "file": name,
-                                "width": encoder.width, "height": encoder.height,
-                                "sha256": hashlib.sha256(data).hexdigest()})
-    except av.FFmpegError as exc:
-        raise VideoDecodeError(video, str(exc)) from None
-    if not entries:
-        raise VideoDecodeError(video, "no decodable frame")
-    return entries
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with path.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
 def _load(final: Path, key: str, record: dict[str, Any], decoded: bool) -> FrameSet:
     entries = json.loads((final / MANIFEST).read_text(encoding="utf-8"))["frames"]
-    return FrameSet(key=key, record=record, decoded=decoded, frames=tuple(
-        Frame(index=e["index"], time=e["time"], path=final / e["file"], width=e["width"],
-              height=e["height"]) for e in entries))
+    return FrameSet.of_manifest(final, key, record, decoded, entries)
 
 
 LEFTOVER_AGE_S = 3600.0

@@ -155,16 +155,23 @@ def chat_turns(sample: VideoSample, step: int, outputs: Sequence[str],
     if len(outputs) != step:
         raise ValueError(f"step {step} needs the outputs of the {step} earlier steps, got "
                          f"{len(outputs)}")
-    shown = set(frames_in_chat(step, settings))
+    shown = frames_in_chat(step, settings)
     chat: list[StepTurn | str] = []
     for current in range(step + 1):
-        texts = [sample.question] if current == 0 else []
-        texts += [turn.content for turn in step_user_turns(sample, current, settings)]
-        chat.append(StepTurn(step=current, texts=tuple(texts), frames=tuple(
-            k for k in frame_indices(current, settings) if k in shown)))
+        chat.append(step_turn(sample, current, shown, settings))
         if current < step:
             chat.append(outputs[current])
     return chat
+
+
+def step_turn(sample: VideoSample, step: int, shown: range,
+              settings: StreamingSettings) -> StepTurn:
+    """Step `step`'s user turn in a chat whose images are the frames `shown` (frames_in_chat of
+    the step being asked)."""
+    texts = [sample.question] if step == 0 else []
+    texts += [turn.content for turn in step_user_turns(sample, step, settings)]
+    return StepTurn(step=step, texts=tuple(texts), frames=tuple(
+        k for k in frame_indices(step, settings) if k in shown))
 
 
 def replies(outputs: Sequence[str], settings: StreamingSettings) -> list[Reply]:

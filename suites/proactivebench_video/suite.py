@@ -31,6 +31,7 @@ from ...config.settings import ModelRole, RunSettings
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from . import judging
 from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
+from .chats import EpisodeChats
 from .episode import FrameSets, sample_of, step_request, step_row
 from .frames import VideoDecodeError, decoder_versions
 from .hashes import VideoHashes
@@ -71,6 +72,7 @@ class ProactiveBenchVideo(ProactiveBenchVideoPresentation, Suite):
     def __init__(self, streaming: StreamingSettings | None = None) -> None:
         self.streaming = streaming or StreamingSettings()
         self.frame_sets = FrameSets()
+        self.chats = EpisodeChats()
         self.video_hashes = VideoHashes()
         # Where each located corpus's frames are stored, for build_samples to decode them into.
         self._frame_contexts: dict[str, FrameContext] = {}
@@ -192,14 +194,17 @@ class ProactiveBenchVideo(ProactiveBenchVideoPresentation, Suite):
         # A failed call ends the episode (the next run asks it again); a reply that is not an
         # answer (empty, cut off, refused) is the model's, counted on its step, and playback
         # goes on with that step silent, as a model saying nothing would.
-        return earlier[-1][1]["status"] != "error" and len(earlier) < sample["steps"]
+        going_on = earlier[-1][1]["status"] != "error" and len(earlier) < sample["steps"]
+        if not going_on:
+            self.chats.end(earlier)
+        return going_on
 
     def generation_request(self, sample: dict[str, Any], earlier: list[Step],
                            role: ModelRole, prompts: Prompts, sample_index: int
                            ) -> ChatRequest | None:
         assert isinstance(prompts, VideoPrompts)
         return step_request(sample, earlier, role, prompts, self.frame_sets, self.streaming,
-                            sample_index)
+                            sample_index, self.chats)
 
     def step_row(self, sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,
                  role: ModelRole, sample_index: int) -> StepRow:
