@@ -79,3 +79,81 @@ def test_the_links_outside_the_site_resolve(page):
         if not (ROOT / path).exists() or (anchor and anchor not in _anchors(ROOT / path)):
             broken.append(link)
     assert broken == []
+
+
+_NAMES_IN_LOWER_CASE = ("proactflow", "litellm", "inspect_ai", "pip", "mkdocs", "polars",
+                        "pyarrow", "prefect", "gc", "e.g.")
+"""Names that start a sentence in lower case as they are spelled."""
+
+
+def _prose(text: str) -> list[tuple[str, str, str]]:
+    """Each prose paragraph of a Markdown page with the kinds of block around it (`fence`,
+    `heading`, `other` for tables, lists, quotes and HTML, `prose`, or `none`)."""
+    blocks: list[tuple[str, list[str]]] = []
+    fenced = False
+    kind, lines = "none", []
+    for line in text.splitlines() + [""]:
+        stripped = line.strip()
+        fence = re.match(r"(`{3,}|~{3,})[^`]*$", stripped)
+        heading = not fenced and re.match(r"#{1,6} ", line)
+        if fence or heading or not stripped:
+            if lines:
+                blocks.append((kind, lines))
+            kind, lines = "none", []
+            if fence:
+                fenced = not fenced
+                blocks.append(("fence", []))
+            elif heading:
+                blocks.append(("heading", []))
+            continue
+        if fenced:
+            continue
+        if not lines:
+            other = re.match(r"(\||[-*+] |\d+\. |>|<|!\[|\[[^\]]+\]:|    |\t|---|===)", line)
+            kind = "other" if other else "prose"
+        lines.append(stripped)
+    blocks = [block for place, block in enumerate(blocks)
+              if not (block[0] == "fence" and place and blocks[place - 1][0] == "fence")]
+    found = []
+    for place, (kind, lines) in enumerate(blocks):
+        if kind == "prose":
+            before = blocks[place - 1][0] if place else "none"
+            after = blocks[place + 1][0] if place + 1 < len(blocks) else "none"
+            found.append((" ".join(lines), before, after))
+    return found
+
+
+def _unfinished(paragraph: str, before: str, after: str) -> str:
+    """Why a prose paragraph reads as unfinished ("" when it does not): it starts in lower
+    case after a heading or another paragraph (not continuing a sentence around a code block
+    or list), it stops without a full stop before a heading or another paragraph, or a
+    bracket or code span opened in it never closes."""
+    if before in ("heading", "prose", "none") and paragraph[0].islower() \
+            and not paragraph.startswith(_NAMES_IN_LOWER_CASE):
+        return "starts in lower case"
+    if after in ("heading", "prose", "none") and not re.search(r"[.:!?]\W*$", paragraph):
+        return "ends without a full stop"
+    spans = re.sub(r"(`+)(.+?)\1", "", paragraph)
+    # More closing than opening brackets is an interval such as [a, b): not counted.
+    if "`" in spans or spans.count("(") > spans.count(")"):
+        return "leaves a bracket or code span open"
+    return ""
+
+
+def test_no_page_has_an_unfinished_sentence():
+    # A cheap check for fragments left by an edit (a paragraph cut in half, a sentence that
+    # stops mid-way); it reads prose paragraphs only, not code, tables or lists.
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [f"{page.relative_to(ROOT)}: {why}: {paragraph[:70]!r}"
+             for page in pages for paragraph, before, after in _prose(page.read_text("utf-8"))
+             if (why := _unfinished(paragraph, before, after))]
+    assert found == []
+
+
+@pytest.mark.parametrize("text", [
+    "## Versions\n\nserver cannot start, its tests skip.\n",
+    "# Title\n\nPython 3.11 (the tested set; without it, 3.10 or\nHow it is refreshed.\n",
+    "# Title\n\nA sentence that stops\n\n## Next\n",
+])
+def test_the_unfinished_sentence_check_finds_fragments(text):
+    assert [why for p, b, a in _prose(text) if (why := _unfinished(p, b, a))]

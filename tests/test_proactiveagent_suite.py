@@ -295,7 +295,7 @@ api_base = "{fake.url}"
     summary = (tmp_path / "out" / "sweep.md").read_text(encoding="utf-8")
     assert summary.startswith("# ProactiveBench sweep") and "openai/other" in summary
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
-    assert "ProactiveBench (Proactive Agent, THUNLP)" in page and "F1 per split" in page
+    assert "ProactiveBench (Proactive Agent)" in page and "F1 per split" in page
     # The night is recorded in the history with the suite's own figure: F1 per split.
     from proactflow.cache.artifacts import ArtifactStore
     from proactflow.results.history import read_nights

@@ -56,6 +56,8 @@ def report_command(args: argparse.Namespace) -> int:
                         include_incomplete=args.include_incomplete, others=others)
     for line in done["coverage"]:
         print(line)
+    for line in done.get("left_out", []):
+        print(f"left out as incomplete (re-run to retry, or --include-incomplete): {line}")
     for path in done["paths"].values():
         print(f"wrote {path}")
     return 0

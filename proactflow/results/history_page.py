@@ -20,7 +20,9 @@ from .report_html import STYLE
 CHARTS = ".charts{display:flex;flex-wrap:wrap;gap:0 1.5rem}details{font-size:.8rem}"
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 260, 48, 70, 16, 40
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 270, 48, 70, 16, 50
+LABEL_WIDTH = 64
+"""The room an axis label (date over time) takes: labels closer than that are thinned."""
 
 
 def _chart(part: pl.DataFrame, nights: list[str]) -> str:
@@ -35,9 +37,17 @@ def _chart(part: pl.DataFrame, nights: list[str]) -> str:
                      f'y2="{y(tick / 100):.1f}" stroke="#eee"/><text x="{LEFT - 6}" '
                      f'y="{y(tick / 100) + 4:.1f}" text-anchor="end" font-size="11">{tick}%'
                      '</text>')
-    for night in nights:
+    # Date over time, so that two nights of one day stand apart; where the nights are too
+    # dense for every label, every n-th is written, each night keeping its tick.
+    stride = max(1, -(-LABEL_WIDTH // max(1, int(step)))) if len(nights) > 1 else 1
+    for i, night in enumerate(nights):
+        parts.append(f'<line x1="{x[night]:.1f}" x2="{x[night]:.1f}" y1="{HEIGHT - BOTTOM}" '
+                     f'y2="{HEIGHT - BOTTOM + 4}" stroke="#999"/>')
+        if i % stride:
+            continue
         parts.append(f'<text x="{x[night]:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
-                     f'font-size="11">{html.escape(night[:10])}</text>')
+                     f'font-size="11">{html.escape(night[:10])}<tspan x="{x[night]:.1f}" '
+                     f'dy="13">{html.escape(night[11:16])}</tspan></text>')
     lines = part.select("model", "judge").unique(maintain_order=True).rows()
     legend = []
     for i, (model, judge) in enumerate(lines):
@@ -75,7 +85,23 @@ def _chart(part: pl.DataFrame, nights: list[str]) -> str:
         legend.append(f'<span class="key"><i style="background:{colour}"></i>'
                       f'{html.escape(model)} judged by {html.escape(judge)}</span>')
     parts.append("</svg>")
-    return "".join(parts) + f'<div class="legend">{"".join(legend)}</div>'
+    return ("".join(parts) + f'<div class="legend">{"".join(legend)}</div>'
+            + _numbers(part))
+
+
+def _numbers(part: pl.DataFrame) -> str:
+    """The chart's figures as a table under it: a reader can read them, a screen reader too."""
+    rows = []
+    for r in part.sort("night", "model", "judge").to_dicts():
+        interval = (f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}"
+                    if r["ci_low"] is not None and r["ci_high"] is not None else "–")
+        cells = [r["night"][:16].replace("T", " "), f"{r['model']} judged by {r['judge']}",
+                 f"{100 * r['score']:.1f}" if r["score"] is not None else "–", interval,
+                 str(r["point"] or "")]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    return ("<details><summary>the chart's numbers</summary><table><thead><tr><th>night</th>"
+            "<th>model</th><th>score %</th><th>95 % interval</th><th>point</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></details>")
 
 
 def _findings(findings: list[Finding]) -> str:

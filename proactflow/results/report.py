@@ -26,7 +26,7 @@ from ..suites.proactbench.exports import results_rows, upstream_metrics
 from .report_html import STYLE, agreement_section, bar_chart, table_html
 from ..suites.proactbench.corpus import PHASES
 from ..suites.proactbench.leaderboard import OVERALL
-from ..suites.report_views import fold, incomplete_list, pivot_table
+from ..suites.report_views import fold, incomplete_list, incomplete_lines, pivot_table
 from ..suites.proactbench.agreement import judge_agreement
 from ..suites.proactbench.leaderboard import build_leaderboard, with_rank_ranges
 from ..suites.proactbench.phase_scores import score_phases
@@ -96,6 +96,33 @@ def _incomplete_proactbench(store: ArtifactStore, shown: list[Evaluation],
     return [coverage_line(e) for e in found if not e.complete and e.key not in keys]
 
 
+def _suite_files(out: Path, store: ArtifactStore,
+                 sections: dict[str, tuple[str, pl.DataFrame] | None],
+                 others: list[SuiteEvaluation], include_incomplete: bool
+                 ) -> tuple[dict[str, str], list[str], list[str]]:
+    """For the console to name every file written and every evaluation reported or not: the
+    leaderboard CSV each other suite's section wrote (one where it shows an evaluation), a line
+    per evaluation it shows, and a line per evaluation of each suite left out as incomplete."""
+    from ..suites import get_suite
+
+    paths: dict[str, str] = {}
+    reported: list[str] = []
+    left_out: list[str] = []
+    for name, section in sections.items():
+        suite = get_suite(name)
+        board = section[1] if section is not None else pl.DataFrame()
+        shown = board["evaluation"].unique().to_list() if "evaluation" in board.columns else []
+        if not board.is_empty():
+            csv = out / f"{name.replace('-', '_')}_leaderboard.csv"
+            paths[csv.name] = str(csv)
+        reported += [f"{suite.display_name}: {e.label or e.base_label}" for e in others
+                     if e.suite.name == name and e.key in shown]
+        if not include_incomplete:
+            left_out += [f"{suite.display_name}: {line}"
+                         for line in incomplete_lines(suite, store, shown)]
+    return paths, reported, left_out
+
+
 def _contents(body: str) -> str:
     """Links to each suite's section (its <h2 id>) and each variant's (<h3 id>)."""
     import re
@@ -161,6 +188,8 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
                            include_incomplete=include_incomplete)
              if wanted["proactivebench-video"] != [] else None] if other_suites else []
     sections = [section for section in found if section is not None]
+    suite_files = _suite_files(out, store, dict(zip(wanted, found)), others,
+                               include_incomplete) if other_suites else ({}, [], [])
     other = ("\n".join(body for body, _ in sections),
              pl.concat([board for _, board in sections], how="diagonal_relaxed")) \
         if sections else None
@@ -171,7 +200,10 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
                             "'proactflow report --help' for the selection options")
         written = write_suite_page(out, "Proactivity report",
                                    _contents(other[0]) + _viewer_link(True) + other[0], other[1])
+        written["paths"].update(suite_files[0])
         written["paths"]["viewer"] = str(write_viewer([], out / "viewer", others, store))
+        written["coverage"] = suite_files[1]
+        written["left_out"] = suite_files[2]
         return written
     tagged = pl.concat([_tagged(e) for e in evaluations], how="diagonal_relaxed")
     board = build_leaderboard(tagged, samples=samples, seed=seed)
@@ -198,6 +230,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     agreement, disagreements = judge_agreement(tagged)
     if not agreement.is_empty():
         write_agreement(out, agreement, disagreements)
+    left_out = _incomplete_proactbench(store, evaluations, include_incomplete)
     ranked = with_rank_ranges(board).select(
         "rank", "label", "phase", "evaluated", "pass", "partial", "fail", "not_evaluated",
         *PERCENT_COLUMNS, "trigger_set", "source")
@@ -220,7 +253,7 @@ where two share a model and judge, the label says what differs.</p>
 <h2 id="proactbench-leaderboard">Leaderboard</h2>
 {fold("Every column: counts, pass rate, rank ranges, trigger set",
       table_html(ranked, PERCENT_COLUMNS))}
-{incomplete_list(_incomplete_proactbench(store, evaluations, include_incomplete))}
+{incomplete_list(left_out)}
 <h2>Coverage</h2><ul>{''.join(f"<li>{html.escape(line)}</li>" for line in coverage)}</ul>
 <h2>By persona category</h2>{table_html(categories, ("weighted_score",))}
 {agreement_section(agreement, disagreements)}
@@ -230,6 +263,11 @@ where two share a model and judge, the label says what differs.</p>
 </body></html>"""
     write_atomic(out / "report.html", page.encode("utf-8"))
     viewer = write_viewer(evaluations, out / "viewer", others, store)
-    return {"leaderboard": board, "coverage": coverage, "paths": {
-        "leaderboard.csv": str(out / "leaderboard.csv"), "report.html": str(out / "report.html"),
-        "metrics": str(metrics_dir), "viewer": str(viewer)}}
+    paths = {"leaderboard.csv": str(out / "leaderboard.csv"),
+             "leaderboard.parquet": str(out / "leaderboard.parquet"),
+             "report.html": str(out / "report.html"), "metrics": str(metrics_dir)}
+    if not agreement.is_empty():
+        paths.update({name: str(out / name) for name in ("agreement.csv", "disagreements.csv")})
+    return {"leaderboard": board, "coverage": coverage + suite_files[1],
+            "paths": {**paths, **suite_files[0], "viewer": str(viewer)},
+            "left_out": [f"ProactBench: {line}" for line in left_out] + suite_files[2]}

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..cache.artifacts import ArtifactStore
+from ..config.generation import DEFAULT_SUITE
 from ..config.settings import RULES
 from ..common.errors import UserError
 
@@ -58,9 +59,15 @@ class RunRecord:
         return str(judge.get("model", "?")) if isinstance(judge, dict) else RULES
 
     @property
-    def series(self) -> tuple[str, str]:
-        """What `gc --keep-latest` counts runs within: one model judged by one judge."""
-        return self.model, self.judge
+    def suite(self) -> str:
+        """The suite it ran (a record of the default suite names none)."""
+        return str(self.content.get("suite") or DEFAULT_SUITE)
+
+    @property
+    def series(self) -> tuple[str, str, str]:
+        """What `gc --keep-latest` counts runs within: one model judged by one judge on one
+        suite (the same model and judge on two suites are two series, each keeping its own)."""
+        return self.suite, self.model, self.judge
 
     @property
     def artifacts(self) -> dict[str, str]:
@@ -116,10 +123,11 @@ def listing_lines(records: list[RunRecord], store: ArtifactStore) -> list[str]:
     if not records:
         return [f"no run records in {runs_folder(store)}"]
     stored = {(k.stage, k.key) for k in store.inventory()[0] if k.versions or k.incomplete}
-    lines = [f"{'run':<26} {'flow':<8} {'complete':<8} model judged by judge"]
+    width = max(len("suite"), *(len(record.suite) for record in records))
+    lines = [f"{'run':<26} {'flow':<8} {'complete':<8} {'suite':<{width}} model judged by judge"]
     for record in reversed(records):
         missing = [stage for stage, key in record.artifacts.items() if (stage, key) not in stored]
         lines.append(f"{record.name:<26} {record.flow:<8} {'yes' if record.complete else 'no':<8} "
-                     f"{record.model} judged by {record.judge}"
+                     f"{record.suite:<{width}} {record.model} judged by {record.judge}"
                      + (f"  (artifacts gone: {', '.join(missing)})" if missing else ""))
     return lines

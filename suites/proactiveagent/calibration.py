@@ -127,7 +127,7 @@ class JudgeCalibration(Suite):
 
     name = CALIBRATION
     asks_model = False
-    display_name = "ProactiveBench judge calibration"
+    display_name = "ProactiveBench (Proactive Agent): judge calibration"
     title = ("ProactiveBench judge calibration: a candidate judge against the human-labelled "
              "reward test set (the authors' reward-model table)")
     group_column = "category"

@@ -166,7 +166,7 @@ def section(store: ArtifactStore, out: Path, *, published_folder: Path | None = 
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
         return only_incomplete_section(
-            "proactiveagent", "ProactiveBench (Proactive Agent, THUNLP)", store,
+            "proactiveagent", "ProactiveBench (Proactive Agent)", store,
             include_incomplete)
     write_atomic(out / "proactiveagent_leaderboard.csv", board.write_csv().encode())
     reference, where = published(store, published_folder)
@@ -185,7 +185,7 @@ def section(store: ArtifactStore, out: Path, *, published_folder: Path | None = 
     note = (f"Published rows come from {html.escape(where)}: computed by the authors on traces "
             "with fewer events than today's test files, judged by their reward model; shown "
             "for reference, not ranked.") if not reference.is_empty() else html.escape(where)
-    page = f"""<h2 id="proactiveagent">ProactiveBench (Proactive Agent, THUNLP)</h2>
+    page = f"""<h2 id="proactiveagent">ProactiveBench (Proactive Agent)</h2>
 <p class="note">Per split, upstream's metrics (accepted proposals are the positive class; 1e-8 in
 each denominator). F1 intervals: 95 % bootstrap over traces (1000 resamples, seed 0).</p>
 <h3>F1 per split</h3>

@@ -49,7 +49,7 @@ def _prompt(text: upstream.PromptText) -> Prompt:
 
 class ProactiveAgent(ProactiveAgentPresentation, Suite):
     name = "proactiveagent"
-    display_name = "ProactiveBench"
+    display_name = "ProactiveBench (Proactive Agent)"
     title = ("Proactive Agent's ProactiveBench (THUNLP, 2024): event traces answered in order, "
              "a reward model accepting or rejecting each proposed task, F1 per split")
     group_column = "split"

@@ -16,7 +16,7 @@ OUTCOMES = {"all right": "good", "FP": "mid", "FN": "mid", "FN+FP": "bad", "not 
 not scored), and each event's cell."""
 SPEC = ViewSpec((ViewColumn("trace", "26%"), ViewColumn("events", "50px"),
                  ViewColumn("split", "110px", filter=True)), outcome_name="outcome",
-                outcomes=OUTCOMES, title="Proactive Agent's ProactiveBench")
+                outcomes=OUTCOMES)
 
 
 def cell(proposed: bool | None, accepted: bool | None) -> str | None:
