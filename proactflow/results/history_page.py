@@ -127,7 +127,7 @@ def _nights_table(table: pl.DataFrame) -> str:
         maintain_order=True).sort("night")
     rows = []
     for series, night, report, viewer in nights.rows():
-        cells = [html.escape(night[:16]), html.escape(series),
+        cells = [html.escape(night[:16].replace("T", " ")), html.escape(series),
                  f'<a href="{html.escape(report)}">report</a>' if report else "–",
                  f'<a href="{html.escape(viewer)}">viewer</a>' if viewer else "–"]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
