@@ -91,6 +91,10 @@ def check_series(tmp_path, suite_name: str, good: pl.DataFrame, bad: pl.DataFram
     pages = write_history(tmp_path / "history", history, findings)
     page = open(pages["history.html"], encoding="utf-8").read()
     assert page.count("<svg") == history["group"].n_unique() and f"({metric})" in page
+    # Each tick says its night's time under its date, and each chart's numbers follow it.
+    assert page.count(">2026-11-03<tspan") == page.count("<svg") and ">02:00</tspan>" in page
+    assert page.count("the chart's numbers") == page.count("<svg")
+    assert page.count("<td>2026-11-03 02:00</td>") == page.count("<svg") + 1  # + nights table
     return history
 
 

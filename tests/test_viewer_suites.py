@@ -57,8 +57,20 @@ def test_without_include_incomplete_the_viewer_says_what_it_left_out(store, tmp_
     assert "proactiveagent" not in [s["name"] for s in index_of(out)["suites"]]
 
 
-def test_report_writes_the_same_viewer_of_every_suite(store, tmp_path):
+def test_report_writes_the_same_viewer_of_every_suite(store, tmp_path, capsys):
+    capsys.readouterr()
     assert run_cli("report", ["--store", str(store), "--out", str(tmp_path / "report")]) == 0
+    console = capsys.readouterr().out
+    # The console names every file written, for every suite, and what it left out.
+    written = [Path(line.removeprefix("wrote ")) for line in console.splitlines()
+               if line.startswith("wrote ")]
+    assert {"report.html", "leaderboard.csv", "proactivebench_mllm_leaderboard.csv",
+            "proactivebench_video_leaderboard.csv", "index.html"} <= {p.name for p in written}
+    assert all(path.exists() for path in written)
+    assert "ProactiveBench (multimodal): openai/seer judged by rules" in console
+    assert any(line.startswith("left out as incomplete") and
+               "ProactiveBench (Proactive Agent): openai/agent judged by openai/reward" in line
+               for line in console.splitlines())
     index = index_of(tmp_path / "report" / "viewer")
     # By default complete evaluations only, as the report's tables: Proactive Agent's run has
     # an event not scored.
@@ -100,7 +112,12 @@ def test_the_report_has_a_table_chart_and_anchors_per_suite_and_fits_the_screen(
 
 def test_the_mcqa_scorer_has_one_name_in_runs_ls_and_the_report(store, tmp_path, capsys):
     assert run_cli("runs", ["ls", "--store", str(store)]) == 0
-    assert "openai/seer judged by rules" in capsys.readouterr().out
+    listing = capsys.readouterr().out.splitlines()
+    assert "openai/seer judged by rules" in "\n".join(listing)
+    # A suite column, so that the suites' runs do not read alike.
+    assert listing[0].split()[3] == "suite"
+    assert {line.split()[3] for line in listing[1:]} >= {
+        "proactbench", "proactiveagent", "proactivebench-mllm", "proactivebench-video"}
     out = tmp_path / "report"
     assert run_cli("report", ["--store", str(store), "--out", str(out)]) == 0
     board = pl.read_csv(out / "proactivebench_mllm_leaderboard.csv")

@@ -92,7 +92,8 @@ def _chart(part: pl.DataFrame, nights: list[str]) -> str:
 def _numbers(part: pl.DataFrame) -> str:
     """The chart's figures as a table under it: a reader can read them, a screen reader too."""
     rows = []
-    for r in part.sort("night", "model", "judge").to_dicts():
+    shown = part.filter(pl.col("model").is_not_null())  # a night set aside has no figure
+    for r in shown.sort("night", "model", "judge").to_dicts():
         interval = (f"{100 * r['ci_low']:.1f} – {100 * r['ci_high']:.1f}"
                     if r["ci_low"] is not None and r["ci_high"] is not None else "–")
         cells = [r["night"][:16].replace("T", " "), f"{r['model']} judged by {r['judge']}",
@@ -127,7 +128,7 @@ def _nights_table(table: pl.DataFrame) -> str:
         maintain_order=True).sort("night")
     rows = []
     for series, night, report, viewer, set_aside in nights.rows():
-        cells = [html.escape(night[:16]), html.escape(series),
+        cells = [html.escape(night[:16].replace("T", " ")), html.escape(series),
                  f'<a href="{html.escape(report)}">report</a>' if report else "–",
                  f'<a href="{html.escape(viewer)}">viewer</a>' if viewer else "–",
                  f"set aside: {html.escape(set_aside)}" if set_aside else ""]
