@@ -76,7 +76,7 @@ class Collection:
 
 def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
                     older_than: timedelta | None, now: datetime) -> list[RunRecord]:
-    newest: dict[tuple[str, str], list[RunRecord]] = {}
+    newest: dict[tuple[str, str, str], list[RunRecord]] = {}
     for record in sorted(records, key=lambda r: (r.started, r.name), reverse=True):
         newest.setdefault(record.series, []).append(record)
     removed = []
