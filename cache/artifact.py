@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .keys import canonical_json, content_key
-from .storage import Entry, Storage, write_temporary
+from .storage import Entry, Storage, write_atomic
 
 KEY_METADATA = b"proactflow.key_material"
 COMPLETE_METADATA = b"proactflow.complete"
@@ -196,17 +196,6 @@ def encode(spec: ArtifactSpec, table: pa.Table, complete: bool, after: int | Non
     buffer = pa.BufferOutputStream()
     pq.write_table(table.replace_schema_metadata(metadata), buffer, compression="zstd")
     return buffer.getvalue().to_pybytes()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes to a local file (exports, reports) so that `path` holds either the old
-    content or all of the new."""
-    tmp = write_temporary(path, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_parquet_atomic(path: Path, frame: pl.DataFrame) -> None:

@@ -165,13 +165,7 @@ class Storage:
     def replace(self, name: str, data: bytes) -> None:
         """Write `name` whole, replacing what was there: readers see the old or the new."""
         if self.local_root is not None:
-            path = self.local_root / name
-            tmp = write_temporary(path, data)
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomic(self.local_root / name, data)
             return
         with self.errors():
             self.fs.pipe_file(self._full(name), data)
@@ -279,6 +273,17 @@ class Storage:
             return open(self.local_root / name, "rb")
         with self.errors():
             return self.fs.open(self._full(name), "rb")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write bytes to a local file (exports, reports) so that `path` holds either the old
+    content or all of the new."""
+    tmp = write_temporary(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_temporary(path: Path, data: bytes) -> str:
