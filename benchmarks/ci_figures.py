@@ -55,9 +55,11 @@ def edge_ms_per_call(calls: int) -> float:
     from proactflow.limits.inflight import model_limit
     from proactflow.limits.model_limits import target
     from proactflow.providers.chat import ChatRequest
+    from proactflow.providers.litellm_setup import set_up_litellm
     from proactflow.providers.llm import ChatClient
 
     del litellm  # imported before the clock starts
+    set_up_litellm()  # as the commands do before their first call (no longer on import)
     endpoint, port = start_async_fake(0.02)
     try:
         folder = Path(tempfile.mkdtemp(prefix="proactflow-edge-"))
