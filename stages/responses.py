@@ -66,7 +66,7 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
 
 
 def in_waves(jobs: list[T], group_of: Callable[[T], str | None]) -> list[T]:
-    """The jobs in waves: the first job of every prefix group (a dialogue's first trigger),
+    """The jobs in waves: the first job of every prefix group (a conversation's first turn),
     then every group's second, and so on, each wave in the jobs' order. A job then goes out
     after the one before it in its group was answered, most often long before, and finds the
     prefix they share in the provider's prompt cache, while the pool stays as busy as in any

@@ -46,8 +46,10 @@ def pinned_upstream() -> Upstream:
 
 
 def _build_venv(python: Path) -> None:
-    CACHE.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(prefix="building-", dir=CACHE.parent))
+    # Built beside, then moved into the cache folder whole: the folder itself may already be
+    # there (pinned_upstream keeps the wheel in it), so the venv, not the folder, is renamed.
+    CACHE.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix="building-", dir=CACHE))
     try:
         subprocess.run([str(python), "-m", "venv", str(build / "venv")], check=True,
                        capture_output=True, timeout=PIP_TIMEOUT_S)
@@ -58,11 +60,12 @@ def _build_venv(python: Path) -> None:
         if done.returncode != 0:
             unavailable("cannot install the genuine package: "
                         + (done.stderr.strip().splitlines() or ["?"])[-1])
-        (build / "READY").write_text("ok\n")
         try:
-            os.rename(build, CACHE)  # another session may have won the race: fine
+            os.rename(build / "venv", CACHE / "venv")  # another process may have won: fine
         except OSError:
             pass
+        if (CACHE / "venv" / "bin" / "python").exists():
+            (CACHE / "READY").write_text("ok\n")
     finally:
         shutil.rmtree(build, ignore_errors=True)
 

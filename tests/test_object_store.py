@@ -224,6 +224,9 @@ def test_store_commands_on_both_backends(location, tmp_path, capsys):
     store_commands(location, tmp_path, capsys)
 
 
+# Every library logs at DEBUG here (what is checked for a secret): the store commands on S3
+# then take minutes on a loaded machine.
+@pytest.mark.timeout(900)
 def test_no_credential_in_anything_written_or_logged(seaweed, tmp_path, monkeypatch, capsys,
                                                     caplog):
     for name in AWS_VARIABLES:

@@ -46,8 +46,9 @@ def test_first_run_offline_without_a_key_is_one_line_in_seconds(tmp_path):
         offline_env(tmp_path))
     assert code == 2 and "\n" not in error, error
     assert "no network" in error and "--corpus FILE" in error
-    # Retries would take the hub client 23 s; the bound leaves a loaded machine's start-up room.
-    assert seconds < 15, seconds
+    # Retries would take the hub client 23 s; the bound leaves a loaded machine's start-up room
+    # (two test workers and their servers beside it).
+    assert seconds < 20, seconds
 
 
 def test_first_run_with_a_key_but_no_network_is_one_line_in_seconds(tmp_path):

@@ -179,9 +179,13 @@ def test_metrics_csv_equals_a_hand_computation_and_a_rerun_retries_only_failures
 
     fake.reset_counts()
     assert run_cli("run", args(fake, store, out, "--min-coverage", "0.9")) == 0
-    # Only the event whose replies never parsed is asked again (5 tries); its judge call on
-    # "candidate_task" is cached.
-    assert dict(fake.calls) == {"agent": 5}
+    # The event whose replies never parsed keeps its 5 paid attempts: the same run asks
+    # nothing again; with more attempts allowed, only that event is asked, once per new
+    # attempt, and its judge call on "candidate_task" is cached.
+    assert dict(fake.calls) == {}
+    assert run_cli("run", args(fake, store, out, "--min-coverage", "0.9",
+                               "--eval-attempts", "7")) == 0
+    assert dict(fake.calls) == {"agent": 2}
 
 
 def calibration_verdict(last: str, task: str | None) -> bool:
@@ -293,7 +297,7 @@ api_base = "{fake.url}"
         (model, split) for model in ("openai/agent", "openai/other")
         for split in ("demo_all", "demo_coding", "demo_writing")}
     summary = (tmp_path / "out" / "sweep.md").read_text(encoding="utf-8")
-    assert summary.startswith("# ProactiveBench sweep") and "openai/other" in summary
+    assert summary.startswith("# ProactiveBench (Proactive Agent) sweep") and "openai/other" in summary
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "ProactiveBench (Proactive Agent)" in page and "F1 per split" in page
     # The night is recorded in the history with the suite's own figure: F1 per split.

@@ -85,7 +85,8 @@ def played(corpus: Path, store: Path, out: Path, extra: list[str], keys: dict[st
     step_keys = [f"{r['part']}/{r['question_id']}/{r['sample_index']}/{r['step']}: "
                  f"{keys[r['request_key']]} {r['frame_times']}"
                  for r in steps.iter_rows(named=True)]
-    metrics = pl.read_csv(out / "metrics.csv")
+    # The refused count (a column added after the recording, issue #36) is not PAUC: left out.
+    metrics = pl.read_csv(out / "metrics.csv", null_values="-").drop("refused", strict=False)
     return {"bodies": bodies, "request_keys": step_keys, "every_key": sorted(set(keys.values())),
             "metrics": [list(row) for row in metrics.rows()]}
 

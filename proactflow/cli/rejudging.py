@@ -17,6 +17,11 @@ from .running import coverage_status, preflight, print_scores, run_command, run_
 def rejudge_command(args: argparse.Namespace) -> int:
     """`rejudge`: of every selected evaluation (--all-models), with several judges (--judges),
     or of one evaluation by one judge, which is a run that reuses the stored responses."""
+    from ..batches.probe import forget_probes
+    from ..config.endpoints import forget_listings
+
+    forget_listings()  # what an endpoint lists and whether it batches: read anew each command
+    forget_probes()
     if args.all_models:
         return rejudge_all(args)
     if not args.eval_model:

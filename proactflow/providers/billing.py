@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import litellm
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,8 @@ def cache_tokens_of(usage: Any) -> tuple[int, int]:
 def price_info(model: str) -> dict[str, Any] | None:
     """The model's entry in litellm's price map, under its name with or without the provider
     prefix, or under the provider litellm infers for it; None when it has none."""
+    import litellm  # here, not at import: a command that prices nothing does not load it
+
     names = [model, model.split("/", 1)[-1]]
     try:
         _, provider, _, _ = litellm.get_llm_provider(model=model)
@@ -111,6 +112,7 @@ def list_cost(model: str, tokens: Tokens, *, batch: bool = False) -> float | Non
 
 
 def _litellm_cost(model: str, tokens: Tokens) -> float | None:
+    import litellm
     from litellm.types.utils import PromptTokensDetailsWrapper, Usage
 
     usage = Usage(prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from ..cache.keys import content_key
 from ..common.redaction import register_secret_variable
@@ -20,7 +20,9 @@ from ..config.effective import safety_settings_off
 from ..config.endpoints import effective_endpoint
 from ..config.settings import ModelRole
 from .content import Content, images_of, key_content, text_of
-from .prompt_cache import CacheHint
+
+if TYPE_CHECKING:  # not at run time: prompt_cache.py imports litellm, which a command
+    from .prompt_cache import CacheHint  # that makes no call never loads
 
 NO_KEY_PLACEHOLDER = "no-key-configured"
 """Sent as the key to an endpoint that has none configured, so that litellm never falls back to

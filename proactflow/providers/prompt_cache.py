@@ -25,7 +25,6 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import litellm
 
 from .content import Content, images_of, text_of
 
@@ -56,6 +55,8 @@ def minimum_tokens(model: str) -> int:
 @functools.lru_cache(maxsize=256)
 def provider_of(model: str) -> str:
     """litellm's provider of a model name, looked up once per name (it is on every call)."""
+    import litellm  # here, not at import: every command imports this module, few call
+
     try:
         return litellm.get_llm_provider(model=model)[1]
     except Exception:  # litellm raises several types for a model it cannot place
