@@ -42,7 +42,7 @@ def said(text: str, words: str) -> list[str]:
     import re
 
     found: dict[tuple[str, ...], str] = {}
-    for line in text.splitlines():
+    for line in ours(text).splitlines():  # not logging's report of a closed stream either
         if words in line:
             named = tuple(sorted(re.findall(r"[^\s'\"(]*/[^\s'\")]+", line)))
             found.setdefault(named or (line,), line)
