@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import re
 import socket
 import subprocess
@@ -29,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("PROACTFLOW_PROXY_VENV") or REPO / ".venv-proxy")
 """Where the proxy's own virtualenv is (PROACTFLOW_PROXY_VENV moves it, e.g. to a CI cache)."""
-MASTER_KEY = "sk-proactflow-test-master"
+MASTER_KEY = "sk-" + secrets.token_hex(12)  # made per test process: no key is committed
 START_TIMEOUT_S = 180
 INSTALL_TIMEOUT_S = 1200
 UNLISTED = ("websockets", "orjson", "apscheduler", "PyJWT", "semver", "python-multipart",
