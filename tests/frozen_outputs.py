@@ -24,7 +24,8 @@ by openai/judge2) and a labelled series "nightly" of openai/nightly whose answer
 night 2 (a regression, with its compare page); Proactive Agent, the multimodal suite (two
 models) and the video suite each run on both nights of the same series. The clock of each night
 is PROACTFLOW_NOW; only what is inherently incidental is normalised: this machine's paths (the
-temporary folder, the repository), the fake servers' ports, run ids, and wall-clock times.
+temporary folder, the repository), run ids, wall-clock times and durations. The fake server
+listens on a fixed port (PORT): its address is part of the artifact keys.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ NIGHT_DATES = {moment[:10] for moment in NIGHTS}
 WALL_CLOCK = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?")
 """A time of this machine's clock (the nights' fixed clock aside)."""
 SERIES = "nightly"
+PORT = 18731
+"""The fake endpoint's port: its address is key material (a model's api_base), so it is fixed
+for the artifact keys to be the same from one build to the next."""
+UNCOMPARED = ("calls", "coordination")
+"""Folders of the store that are not outputs: the per-call cache's database and the limits'
+lock files."""
 TEXT_SUFFIXES = {".txt", ".json", ".jsonl", ".csv", ".html", ".js", ".css", ".md", ".toml",
                  ".svg", ".ndjson", ""}
 
@@ -78,7 +85,8 @@ class Normaliser:
             text = text.replace(literal, name)
         for run_id in sorted(self.run_ids, key=len, reverse=True):
             text = text.replace(run_id, "<run-id>").replace(run_id[:8], "<run>")
-        text = re.sub(r"(127\.0\.0\.1|localhost):\d+", r"\1:<port>", text)
+        text = re.sub(r"^\d{2}:\d{2}:\d{2}\.\d{3} \|", "<clock> |", text, flags=re.MULTILINE)
+        text = re.sub(r'"seconds": [0-9.e-]+', '"seconds": "<seconds>"', text)
         text = WALL_CLOCK.sub(lambda m: m[0] if m[0][:10] in NIGHT_DATES else "<time>", text)
         text = re.sub(r"\b(?!2026110[12])\d{8}T\d{6}Z", "<stamp>", text)
         text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>",
@@ -200,7 +208,7 @@ def build(work: Path, steps: Steps) -> Path:
                   "judge2": synthetic_judge, "synth": synthetic_model, "nightly": nightly,
                   "verdicts": verdict_judge, "agent": agent, "reward": reward_model,
                   "seer": seer, "seer2": seer, "watcher": watcher, "grader": grader}
-    with FakeOpenAI(responders) as fake:
+    with FakeOpenAI(responders, port=PORT) as fake:
         os.environ["PROACTFLOW_NOW"] = NIGHTS[0]
         steps.cli("import-proactbench", "import",
                   [str(SAMPLE_RESULTS), "--corpus", str(SAMPLE_CORPUS), "--store", str(store),
@@ -256,7 +264,9 @@ def produce(out: Path, work: Path) -> None:
     copy_tree(steps.raw, out / "console", normaliser)
     copy_tree(work / "out", out / "files" / "run-out", normaliser)
     copy_tree(made, out / "files", normaliser)
-    copy_tree(store, out / "store", normaliser)
+    for folder in sorted(store.iterdir()):
+        if folder.name not in UNCOMPARED:
+            copy_tree(folder, out / "store" / folder.name, normaliser)
 
 
 def digests(out: Path) -> dict[str, str]:
