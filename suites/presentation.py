@@ -40,6 +40,18 @@ class SuitePresentation:
             board.write_csv(out / "leaderboard.csv")
         return board
 
+    reports_section: ClassVar[bool] = False
+    """True for a suite with a section of its own on `proactflow report`'s page."""
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        """The suite's section of the report page, its HTML and its leaderboard (written in
+        `out` as <suite>_leaderboard.csv), over the evaluations `keys` (None: every one in the
+        store); None when there is none. `published`: a folder of the benchmark's published
+        results to show beside the measured ones, for a suite that has them."""
+        return None
+
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """The sweep summary's table: column names and one row per evaluation."""
         return list(board.columns), [[_cell(v) for v in row] for row in board.rows()]
@@ -54,6 +66,19 @@ class SuitePresentation:
         and a sweep's folder names carry it."""
         return ""
 
+    evaluations_with_triggers: ClassVar[bool] = False
+    """True for the suite whose evaluations the report, the viewer and the history's compare
+    pages read with their samples and responses (results/evaluations.py: ProactBench's); the
+    others' are results/suite_evaluations.py's."""
+
+    compares_judges: ClassVar[bool] = False
+    """True when `rejudge --judges` can report how far the judges agree (`judge_agreement`)."""
+
+    def judge_agreement(self, judgments: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(agreement per group and pair of judges, the samples they disagree on) over the
+        judgments of several judges (suites that compares_judges)."""
+        raise NotImplementedError(f"{type(self).__name__} does not compare judges")
+
     # The history of nights (results/history*.py): a figure per night, paired comparisons.
 
     history_metric: ClassVar[HistoryMetric | None] = None
@@ -64,6 +89,11 @@ class SuitePresentation:
         """Each sample's verdict in one evaluation, as history_metric.samples_frame makes it
         (sample, unit, group, verdict and the metric's components); None when the suite
         declares no history_metric."""
+        return None
+
+    def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
+        """A night's samples recorded before this suite declared its history metric, as
+        `history_samples` makes them; None when `samples` is not such a record."""
         return None
 
     def history_view_sample(self, sample: str) -> str:

@@ -160,9 +160,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     complete evaluation in the store), with a section per other suite found in the store over
     `others` (default: all of its complete evaluations; `published`: a folder of Proactive
     Agent's published results files)."""
-    from ..suites.proactiveagent.report import section as proactiveagent_section
-    from ..suites.proactivebench_mllm.report import section as mllm_section
-    from ..suites.proactivebench_video.report import section as video_section
+    from ..suites import get_suite, suite_names
 
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
     chosen = others is not None
@@ -175,18 +173,11 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
         """A selection's evaluations of `suite` (None: every one in the store)."""
         return [e.key for e in others or [] if e.suite.name == suite] if chosen else None
 
-    wanted = {name: keys(name) for name in
-              ("proactiveagent", "proactivebench-mllm", "proactivebench-video")}
-    found = [proactiveagent_section(store, out, published_folder=published,
-                                    keys=wanted["proactiveagent"],
-                                    include_incomplete=include_incomplete)
-             if wanted["proactiveagent"] != [] else None,
-             mllm_section(store, out, keys=wanted["proactivebench-mllm"],
-                          include_incomplete=include_incomplete)
-             if wanted["proactivebench-mllm"] != [] else None,
-             video_section(store, out, keys=wanted["proactivebench-video"],
-                           include_incomplete=include_incomplete)
-             if wanted["proactivebench-video"] != [] else None] if other_suites else []
+    sectioned = [suite for suite in map(get_suite, suite_names()) if suite.reports_section]
+    wanted = {suite.name: keys(suite.name) for suite in sectioned}
+    found = [suite.report_section(store, out, keys=wanted[suite.name],
+                                  include_incomplete=include_incomplete, published=published)
+             if wanted[suite.name] != [] else None for suite in sectioned] if other_suites else []
     sections = [section for section in found if section is not None]
     suite_files = _suite_files(out, store, dict(zip(wanted, found)), others,
                                include_incomplete) if other_suites else ({}, [], [])

@@ -18,7 +18,7 @@ from ...common.errors import UserError
 from ...config.settings import ModelRole, RunSettings
 from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
-from . import history, judgments, phase_scores, responses, triggers
+from . import agreement, history, judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .leaderboard import build_leaderboard, with_rank_ranges
 from .tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
@@ -133,7 +133,17 @@ class ProactBench(Suite):
     def score(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
         return phase_scores.score_phases(judgments_frame)
 
+    evaluations_with_triggers = True
+    compares_judges = True
+
+    def judge_agreement(self, judgments_frame: pl.DataFrame
+                        ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return agreement.judge_agreement(judgments_frame)
+
     history_metric = history.METRIC
+
+    def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
+        return history.legacy_samples(samples) if "count" not in samples else None
 
     def history_samples(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
         return history.history_samples(judgments_frame)

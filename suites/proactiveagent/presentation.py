@@ -66,6 +66,16 @@ class ProactiveAgentPresentation(SuitePresentation):
         found[1].write_csv(out / "leaderboard.csv")
         return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
 
+    reports_section = True
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        from .report import section
+
+        return section(store, out, published_folder=published, keys=keys,
+                       include_incomplete=include_incomplete)
+
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """One row per evaluation, on its largest split (upstream's real_average holds every
         trace)."""

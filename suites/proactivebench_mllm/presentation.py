@@ -84,5 +84,14 @@ class ProactiveBenchMllmPresentation(SuitePresentation):
         write_atomic(out / "leaderboard.csv", found[1].write_csv().encode())
         return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
 
+    reports_section = True
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        from .report import section
+
+        return section(store, out, keys=keys, include_incomplete=include_incomplete)
+
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         return headline_rows(board)

@@ -84,6 +84,15 @@ class ProactiveBenchVideoPresentation(SuitePresentation):
         found[1].write_csv(out / "leaderboard.csv")
         return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
 
+    reports_section = True
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        from .report import section
+
+        return section(store, out, keys=keys, include_incomplete=include_incomplete)
+
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """One row per (model, judge): PAUC over all parts, best first."""
         rows = board.filter(pl.col("part") == ALL_PARTS).sort(omega_column(0.5),
