@@ -110,3 +110,23 @@ class SampleView:
     result: list[dict[str, Any]]
     sample_index: int = 0
     files: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuiteModules:
+    """Where a suite keeps what it shows, declared once (the suite's package and the names of
+    its modules there); suites/presentation.py hands each question to them:
+    `views`: SPEC (the viewer's list) and `sample_views(suite, store, judgments_key)`;
+    `history`: METRIC, `history_samples(judgments)` and `view_sample(sample)`.
+    A module left None: the defaults of suites/presentation.py."""
+
+    package: str = ""
+    views: str | None = None
+    history: str | None = None
+
+    def module(self, part: str) -> Any:
+        """The declared module of `part` ("views", "history"), imported; None when none is."""
+        import importlib
+
+        name = getattr(self, part)
+        return importlib.import_module(f"{self.package}.{name}") if name else None

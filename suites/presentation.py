@@ -13,7 +13,7 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from .declarations import SampleView, StageNames, ViewColumn, ViewSpec
+from .declarations import SampleView, StageNames, SuiteModules, ViewColumn, ViewSpec
 from .history_metric import HistoryMetric
 
 
@@ -23,6 +23,15 @@ class SuitePresentation:
     group_column: ClassVar[str]
     sample_key: ClassVar[tuple[str, ...]]
     stages: ClassVar[StageNames]
+
+    modules: ClassVar[SuiteModules] = SuiteModules()
+    """The suite's modules of views and history (declarations.py), declared once."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        history = cls.modules.module("history")
+        if history is not None and "history_metric" not in cls.__dict__:  # its module's METRIC
+            cls.history_metric = history.METRIC
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError
@@ -89,7 +98,8 @@ class SuitePresentation:
         """Each sample's verdict in one evaluation, as history_metric.samples_frame makes it
         (sample, unit, group, verdict and the metric's components); None when the suite
         declares no history_metric."""
-        return None
+        history = self.modules.module("history")
+        return history.history_samples(judgments) if history is not None else None
 
     def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
         """A night's samples recorded before this suite declared its history metric, as
@@ -99,13 +109,17 @@ class SuitePresentation:
     def history_view_sample(self, sample: str) -> str:
         """The viewer's sample (SampleView.sample, the address's `t=`) showing a history
         sample: where a regression's changed samples link to."""
-        return sample
+        history = self.modules.module("history")
+        return history.view_sample(sample) if history is not None else sample
 
     # The viewer (results/viewer.py): what a person reads of one sample.
 
     def view_spec(self) -> ViewSpec:
         """The viewer's list for this suite. By default the sample key's columns and the group
         column, which is also a filter."""
+        views = self.modules.module("views")
+        if views is not None:
+            return views.SPEC
         key = [column for column in self.sample_key if column != "sample_index"]
         second = key[1] if len(key) > 1 else "sample_index"
         return ViewSpec((ViewColumn(key[0], "26%"), ViewColumn(second, "60px"),
@@ -115,6 +129,10 @@ class SuitePresentation:
         """What the viewer shows of each sample of one evaluation (a judgments artifact). By
         default each sample's judgments rows as a table, its outcome their status."""
         from .views import judgments_table_views
+
+        views = self.modules.module("views")
+        if views is not None:
+            return views.sample_views(self, store, judgments_key)
 
         return judgments_table_views(self, store, judgments_key)
 

@@ -18,6 +18,7 @@ from ...common.errors import UserError
 from ...config.settings import ModelRole, RunSettings
 from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
+from ..declarations import SuiteModules
 from . import agreement, history, judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .leaderboard import build_leaderboard, with_rank_ranges
@@ -140,16 +141,10 @@ class ProactBench(Suite):
                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
         return agreement.judge_agreement(judgments_frame)
 
-    history_metric = history.METRIC
+    modules = SuiteModules(__package__, history="history")
 
     def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
         return history.legacy_samples(samples) if "count" not in samples else None
-
-    def history_samples(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments_frame)
-
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses_frame: pl.DataFrame,
                       judgments_frame: pl.DataFrame, scores: pl.DataFrame,
