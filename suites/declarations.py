@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
 from pydantic import BaseModel
 
 from .sources import Prompt
@@ -130,3 +131,21 @@ class SuiteModules:
 
         name = getattr(self, part)
         return importlib.import_module(f"{self.package}.{name}") if name else None
+
+
+@dataclass
+class ReportPart:
+    """What a suite whose evaluations are read with their samples (`evaluations_report`)
+    gives the report page: the pieces the page is laid out from, the files it wrote, and the
+    console's lines."""
+
+    contents: str
+    """Its heading as the page's contents list it."""
+    intro: str
+    """What is said before the viewer's link: how to read the figures."""
+    body: str
+    """Its sections."""
+    board: pl.DataFrame
+    coverage: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    paths: dict[str, str] = field(default_factory=dict)

@@ -13,7 +13,8 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from .declarations import SampleView, StageNames, SuiteModules, ViewColumn, ViewSpec
+from .declarations import (ReportPart, SampleView, StageNames, SuiteModules, ViewColumn,
+                           ViewSpec)
 from .history_metric import HistoryMetric
 
 
@@ -79,6 +80,13 @@ class SuitePresentation:
     """True for the suite whose evaluations the report, the viewer and the history's compare
     pages read with their samples and responses (results/evaluations.py: ProactBench's); the
     others' are results/suite_evaluations.py's."""
+
+    def evaluations_report(self, out: Path, evaluations: list[Any], *, names: dict[str, str],
+                           incomplete: list[Any], samples: int, seed: int) -> ReportPart:
+        """The report page's part of a suite that evaluations_with_triggers, over those
+        `evaluations` (results/evaluations.py's, each written under names[key]), listing the
+        `incomplete` ones left out; it writes its files in `out`."""
+        raise NotImplementedError(f"{type(self).__name__} reads its evaluations elsewhere")
 
     compares_judges: ClassVar[bool] = False
     """True when `rejudge --judges` can report how far the judges agree (`judge_agreement`)."""

@@ -207,8 +207,6 @@ SUITE_NAMED_KNOWN = {
     "proactflow.results.imports": "ProactBench's and Proactive Agent's importers",
     "proactflow.results.published_traces": "Proactive Agent's published traces importer",
     "proactflow.results.rejudge_all": "rejudge --all-models reads ProactBench's tables",
-    "proactflow.results.report": "ProactBench's report page; the other suites' sections",
-    "proactflow.results.report_html": "ProactBench's chart and agreement tables",
     "proactflow.results.viewer": "ProactBench's viewer list",
 }
 """Modules outside suites/ that still import a suite's package or say a suite's name, each to

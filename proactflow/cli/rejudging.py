@@ -135,7 +135,7 @@ def report_agreement(suite: Suite, frames: list, out: str | None) -> None:
     """Print the judges' agreement and, with --out, write agreement.csv and disagreements.csv."""
     import polars as pl
 
-    from ..results.report import write_agreement
+    from ..suites.report_views import write_agreement
 
     table, disagreements = suite.judge_agreement(pl.concat(frames))
     print_agreement(table)

@@ -18,7 +18,7 @@ from ...common.errors import UserError
 from ...config.settings import ModelRole, RunSettings
 from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
-from ..declarations import SuiteModules
+from ..declarations import ReportPart, SuiteModules
 from . import agreement, history, judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .leaderboard import build_leaderboard, with_rank_ranges
@@ -136,6 +136,13 @@ class ProactBench(Suite):
 
     evaluations_with_triggers = True
     compares_judges = True
+
+    def evaluations_report(self, out: Path, evaluations: list[Any], *, names: dict[str, str],
+                           incomplete: list[Any], samples: int, seed: int) -> ReportPart:
+        from .report import evaluations_report
+
+        return evaluations_report(out, evaluations, names=names, incomplete=incomplete,
+                                  samples=samples, seed=seed)
 
     def judge_agreement(self, judgments_frame: pl.DataFrame
                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
