@@ -287,7 +287,7 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="proactflow-frozen-"))
     if work.exists() and args.keep:
         shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     try:
         produce(args.out, work)
     finally:
