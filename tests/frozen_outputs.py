@@ -24,7 +24,8 @@ by openai/judge2) and a labelled series "nightly" of openai/nightly whose answer
 night 2 (a regression, with its compare page); Proactive Agent, the multimodal suite (two
 models) and the video suite each run on both nights of the same series. The clock of each night
 is PROACTFLOW_NOW; only what is inherently incidental is normalised: this machine's paths (the
-temporary folder, the repository), run ids, wall-clock times and durations. The fake server
+temporary folder, the repository), run ids (numbered in the order the runs started), process
+ids, files' modification times, wall-clock times and how long calls took. The fake server
 listens on a fixed port (PORT): its address is part of the artifact keys.
 """
 
@@ -55,6 +56,8 @@ os.environ["COLUMNS"] = "100"  # argparse wraps --help to the terminal's width
 os.environ.pop("PREFECT_API_URL", None)  # runs without Prefect: no server, no event
 
 NIGHTS = ("2026-11-01T02:00:00+00:00", "2026-11-02T02:00:00+00:00")
+"""Each night's clock; each run of a night starts a minute after the one before (nights of
+one moment would be ordered by their random run ids)."""
 NIGHT_DATES = {moment[:10] for moment in NIGHTS}
 WALL_CLOCK = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?")
 """A time of this machine's clock (the nights' fixed clock aside)."""
@@ -62,6 +65,8 @@ SERIES = "nightly"
 PORT = 18731
 """The fake endpoint's port: its address is key material (a model's api_base), so it is fixed
 for the artifact keys to be the same from one build to the next."""
+TIMED = {"latency_s", "seconds"}
+"""Columns holding how long a call or stage took: wall time, blanked."""
 UNCOMPARED = ("calls", "coordination")
 """Folders of the store that are not outputs: the per-call cache's database and the limits'
 lock files."""
@@ -78,15 +83,17 @@ class Normaliser:
                                                                 "<prefect-home>")):
             for form in {str(path), str(path.resolve())}:
                 self.literals += [(Path(form).as_uri(), f"file://{name}"), (form, name)]
-        self.run_ids: set[str] = set()
+        self.run_ids: dict[str, str] = {}
+        """Each run's id and its placeholder, numbered in the order the runs started."""
 
     def text(self, text: str) -> str:
         for literal, name in self.literals:
             text = text.replace(literal, name)
-        for run_id in sorted(self.run_ids, key=len, reverse=True):
-            text = text.replace(run_id, "<run-id>").replace(run_id[:8], "<run>")
+        for run_id, name in self.run_ids.items():
+            text = text.replace(run_id, name).replace(run_id[:8], name)
+        text = re.sub(r"\bpid \d+", "pid <pid>", text)
+        text = re.sub(r"(\.mp4\|\d+)\|\d{12,}", r"\1|<mtime>", text)  # a file's mtime in ns
         text = re.sub(r"^\d{2}:\d{2}:\d{2}\.\d{3} \|", "<clock> |", text, flags=re.MULTILINE)
-        text = re.sub(r'"seconds": [0-9.e-]+', '"seconds": "<seconds>"', text)
         text = WALL_CLOCK.sub(lambda m: m[0] if m[0][:10] in NIGHT_DATES else "<time>", text)
         text = re.sub(r"\b(?!2026110[12])\d{8}T\d{6}Z", "<stamp>", text)
         text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>",
@@ -100,6 +107,8 @@ def normalise_file(source: Path, target: Path, normaliser: Normaliser) -> None:
         import polars as pl
 
         frame = pl.read_parquet(source)
+        frame = frame.with_columns(pl.lit(None, dtype=frame.schema[name]).alias(name)
+                                   for name in frame.columns if name in TIMED)
         rows = frame.write_ndjson()
         schema = json.dumps({name: str(dtype) for name, dtype in frame.schema.items()})
         target.with_name(target.name + ".ndjson").write_text(
@@ -111,9 +120,32 @@ def normalise_file(source: Path, target: Path, normaliser: Normaliser) -> None:
         except UnicodeDecodeError:
             pass
         else:
-            target.write_text(normaliser.text(text), encoding="utf-8")
+            if source.suffix == ".csv" and text:
+                text = _untimed_csv(text)
+            target.write_text(normaliser.text(untimed_json(text)), encoding="utf-8")
             return
     shutil.copyfile(source, target)
+
+
+def untimed_json(text: str) -> str:
+    """A JSON text with each call's wall time blanked."""
+    return re.sub(r'("(?:latency_s|seconds)": ?)[0-9.e-]+', r'\1"<seconds>"', text)
+
+
+def _untimed_csv(text: str) -> str:
+    """A CSV export with its calls' wall-time columns blanked."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(text)))
+    timed = [i for i, name in enumerate(rows[0]) if name in TIMED]
+    for row in rows[1:]:
+        for i in timed:
+            if i < len(row) and row[i]:
+                row[i] = "<seconds>"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
 
 
 def copy_tree(source: Path, target: Path, normaliser: Normaliser) -> None:
@@ -186,11 +218,28 @@ def write_help(out: Path) -> None:
     walk(build_parser(), [])
 
 
+def fixed_time(wheel: Path) -> Path:
+    """The wheel with its members dated 2026-01-01 instead of now: its sha256 names the
+    package the multimodal suite's keys hold."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        members = [(info.filename, archive.read(info)) for info in archive.infolist()]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members:
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
+    wheel.write_bytes(buffer.getvalue())
+    return wheel
+
+
 def build(work: Path, steps: Steps) -> Path:
     """The store, and each run's --out under work/out/<step>."""
     from fake_openai import FakeOpenAI
     from helpers import cli_args
-    from mllm_suite_helpers import expected_mcqa, make_corpus, seeing_model
+    from mllm_corpus import generate_corpus
+    from mllm_suite_helpers import expected_mcqa, register, seeing_model, synthetic_wheel
     from replay import (SAMPLE_CORPUS, SAMPLE_RESULTS, published_triggers, replay_judge,
                         replay_model, synthetic_judge, synthetic_model)
     from test_history import NightlyModel, verdict_judge
@@ -201,7 +250,9 @@ def build(work: Path, steps: Steps) -> Path:
     store, outs = work / "store", work / "out"
     published = published_triggers()
     nightly = NightlyModel()
-    corpus, wheel = make_corpus(work / "mllm", per_dataset=3)
+    corpus, wheel = work / "mllm" / "corpus", work / "mllm" / "proactivebench.whl"
+    generate_corpus(corpus, per_dataset=3)
+    register(fixed_time(synthetic_wheel(wheel, range(3))))
     seer = seeing_model(expected_mcqa(corpus, range(3)), [])
     video_corpus = write_corpus(work / "video")
     responders = {"gen": replay_model(published), "judge": replay_judge(published),
@@ -220,22 +271,30 @@ def build(work: Path, steps: Steps) -> Path:
                            extra=("--limit", "2", "--samples", "2",
                                   "--out", str(outs / "synth"))))
         for night, moment in enumerate(NIGHTS, start=1):
-            os.environ["PROACTFLOW_NOW"] = moment
+            minutes = iter(range(60))
+
+            def tick() -> None:
+                os.environ["PROACTFLOW_NOW"] = moment.replace(":00:00", f":{next(minutes):02d}:00")
+
             nightly.bad = night == 2
+            tick()
             label = ("--label", SERIES)
             steps.cli(f"night{night}-proactbench", "run",
                       cli_args(fake, store, eval_model="openai/nightly",
                                judge_model="openai/verdicts",
                                extra=("--eval-revision", f"ckpt-{night}", *label,
                                       "--out", str(outs / f"nightly-{night}"))))
+            tick()
             steps.cli(f"night{night}-proactiveagent", "run",
                       [*agent_args(fake, store, outs / f"agent-{night}"), *label])
             for model in ("seer", "seer2"):
+                tick()
                 steps.cli(f"night{night}-mllm-{model}", "run",
                           ["--suite", "proactivebench-mllm", "--eval-vision", "--corpus",
                            str(corpus), "--package", str(wheel), "--eval-model",
                            f"openai/{model}", "--eval-api-base", fake.url, "--store",
                            str(store), "--out", str(outs / f"mllm-{model}-{night}"), *label])
+            tick()
             steps.cli(f"night{night}-video", "run",
                       [*video_args(fake, video_corpus, store), *label,
                        "--out", str(outs / f"video-{night}")])
@@ -255,10 +314,14 @@ def produce(out: Path, work: Path) -> None:
                                "--no-open"])
     steps.cli("history", "history", ["--store", str(store), "--out", str(made / "history")])
     steps.cli("runs-ls", "runs", ["ls", "--store", str(store)])
-    for record in sorted((store / "runs").glob("*.json")):
-        normaliser.run_ids.add(json.loads(record.read_text(encoding="utf-8"))["run_id"])
-    for night in sorted((store / "history").rglob("*.json")):
-        normaliser.run_ids.add(json.loads(night.read_text(encoding="utf-8"))["run_id"])
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in (store / "runs").glob("*.json")]
+    for record in sorted(records, key=lambda r: (r["started"], r["run_id"])):
+        normaliser.run_ids[record["run_id"]] = f"<run-{len(normaliser.run_ids)}>"
+    nights = [json.loads(p.read_text(encoding="utf-8"))
+              for p in (store / "history").rglob("*.json")]
+    for night in sorted(nights, key=lambda n: (n["night"], n["series"], n["suite"])):
+        if not any(known.startswith(night["run_id"]) for known in normaliser.run_ids):
+            normaliser.run_ids[night["run_id"]] = f"<run-{len(normaliser.run_ids)}>"
     (out / "console").mkdir(parents=True, exist_ok=True)
     (out / "console" / "exit-codes.txt").write_text("\n".join(steps.codes) + "\n")
     copy_tree(steps.raw, out / "console", normaliser)
