@@ -16,6 +16,7 @@ from ..common.errors import UserError
 
 if TYPE_CHECKING:
     from .base import Suite
+    from .command_line import CommandLine
 
 
 _BUILT_IN = {
@@ -26,6 +27,11 @@ _BUILT_IN = {
         "proactflow.suites.proactiveagent.calibration:JudgeCalibration",
     "proactivebench-video": "proactflow.suites.proactivebench_video.suite:ProactiveBenchVideo",
 }
+_COMMAND_LINE = ("proactflow.suites.proactivebench_video.options",
+                 "proactflow.suites.proactivebench_mllm.options",
+                 "proactflow.suites.proactiveagent.options")
+"""The built-in suites' additions to the evaluation commands (light modules: see
+command_line.py)."""
 _registered: dict[str, "Suite"] = {}
 _loaded: dict[str, "Suite"] = {}
 
@@ -62,3 +68,8 @@ def get_suite(name: str) -> "Suite":
     suite = getattr(importlib.import_module(module_name), attribute)()
     _loaded[name] = suite
     return suite
+
+
+def command_lines() -> list["CommandLine"]:
+    """What the built-in suites add to the evaluation commands' parsers, in a fixed order."""
+    return [importlib.import_module(module).COMMAND_LINE for module in _COMMAND_LINE]

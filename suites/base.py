@@ -157,6 +157,11 @@ class Suite(SuitePresentation, ABC):
     takes_parts: ClassVar[bool] = False
     """True for a suite whose data has parts chosen with --parts (the video ProactiveBench);
     the option is refused for the others."""
+
+    def parse_parts(self, text: str) -> tuple[str, ...]:
+        """--parts (or a sweep file's `parts`, comma-joined) read and checked by a suite that
+        takes_parts; the others' runs refuse the option (cli/suite_options.py)."""
+        return tuple(piece.strip() for piece in text.split(","))
     steps_known: ClassVar[bool] = False
     """True when a sample's steps do not depend on what the model replies (a video plays on
     whatever it says): the plan then walks every step with `stand_in_reply` and estimates each

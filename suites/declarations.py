@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
 from pydantic import BaseModel
 
 from .sources import Prompt
@@ -110,3 +111,41 @@ class SampleView:
     result: list[dict[str, Any]]
     sample_index: int = 0
     files: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuiteModules:
+    """Where a suite keeps what it shows, declared once (the suite's package and the names of
+    its modules there); suites/presentation.py hands each question to them:
+    `views`: SPEC (the viewer's list) and `sample_views(suite, store, judgments_key)`;
+    `history`: METRIC, `history_samples(judgments)` and `view_sample(sample)`.
+    A module left None: the defaults of suites/presentation.py."""
+
+    package: str = ""
+    views: str | None = None
+    history: str | None = None
+
+    def module(self, part: str) -> Any:
+        """The declared module of `part` ("views", "history"), imported; None when none is."""
+        import importlib
+
+        name = getattr(self, part)
+        return importlib.import_module(f"{self.package}.{name}") if name else None
+
+
+@dataclass
+class ReportPart:
+    """What a suite whose evaluations are read with their samples (`evaluations_report`)
+    gives the report page: the pieces the page is laid out from, the files it wrote, and the
+    console's lines."""
+
+    contents: str
+    """Its heading as the page's contents list it."""
+    intro: str
+    """What is said before the viewer's link: how to read the figures."""
+    body: str
+    """Its sections."""
+    board: pl.DataFrame
+    coverage: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    paths: dict[str, str] = field(default_factory=dict)

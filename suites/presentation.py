@@ -13,7 +13,8 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from .declarations import SampleView, StageNames, ViewColumn, ViewSpec
+from .declarations import (ReportPart, SampleView, StageNames, SuiteModules, ViewColumn,
+                           ViewSpec)
 from .history_metric import HistoryMetric
 
 
@@ -23,6 +24,15 @@ class SuitePresentation:
     group_column: ClassVar[str]
     sample_key: ClassVar[tuple[str, ...]]
     stages: ClassVar[StageNames]
+
+    modules: ClassVar[SuiteModules] = SuiteModules()
+    """The suite's modules of views and history (declarations.py), declared once."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        history = cls.modules.module("history")
+        if history is not None and "history_metric" not in cls.__dict__:  # its module's METRIC
+            cls.history_metric = history.METRIC
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError
@@ -40,6 +50,18 @@ class SuitePresentation:
             board.write_csv(out / "leaderboard.csv")
         return board
 
+    reports_section: ClassVar[bool] = False
+    """True for a suite with a section of its own on `proactflow report`'s page."""
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        """The suite's section of the report page, its HTML and its leaderboard (written in
+        `out` as <suite>_leaderboard.csv), over the evaluations `keys` (None: every one in the
+        store); None when there is none. `published`: a folder of the benchmark's published
+        results to show beside the measured ones, for a suite that has them."""
+        return None
+
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """The sweep summary's table: column names and one row per evaluation."""
         return list(board.columns), [[_cell(v) for v in row] for row in board.rows()]
@@ -54,6 +76,26 @@ class SuitePresentation:
         and a sweep's folder names carry it."""
         return ""
 
+    evaluations_with_triggers: ClassVar[bool] = False
+    """True for the suite whose evaluations the report, the viewer and the history's compare
+    pages read with their samples and responses (results/evaluations.py: ProactBench's); the
+    others' are results/suite_evaluations.py's."""
+
+    def evaluations_report(self, out: Path, evaluations: list[Any], *, names: dict[str, str],
+                           incomplete: list[Any], samples: int, seed: int) -> ReportPart:
+        """The report page's part of a suite that evaluations_with_triggers, over those
+        `evaluations` (results/evaluations.py's, each written under names[key]), listing the
+        `incomplete` ones left out; it writes its files in `out`."""
+        raise NotImplementedError(f"{type(self).__name__} reads its evaluations elsewhere")
+
+    compares_judges: ClassVar[bool] = False
+    """True when `rejudge --judges` can report how far the judges agree (`judge_agreement`)."""
+
+    def judge_agreement(self, judgments: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(agreement per group and pair of judges, the samples they disagree on) over the
+        judgments of several judges (suites that compares_judges)."""
+        raise NotImplementedError(f"{type(self).__name__} does not compare judges")
+
     # The history of nights (results/history*.py): a figure per night, paired comparisons.
 
     history_metric: ClassVar[HistoryMetric | None] = None
@@ -64,18 +106,28 @@ class SuitePresentation:
         """Each sample's verdict in one evaluation, as history_metric.samples_frame makes it
         (sample, unit, group, verdict and the metric's components); None when the suite
         declares no history_metric."""
+        history = self.modules.module("history")
+        return history.history_samples(judgments) if history is not None else None
+
+    def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
+        """A night's samples recorded before this suite declared its history metric, as
+        `history_samples` makes them; None when `samples` is not such a record."""
         return None
 
     def history_view_sample(self, sample: str) -> str:
         """The viewer's sample (SampleView.sample, the address's `t=`) showing a history
         sample: where a regression's changed samples link to."""
-        return sample
+        history = self.modules.module("history")
+        return history.view_sample(sample) if history is not None else sample
 
     # The viewer (results/viewer.py): what a person reads of one sample.
 
     def view_spec(self) -> ViewSpec:
         """The viewer's list for this suite. By default the sample key's columns and the group
         column, which is also a filter."""
+        views = self.modules.module("views")
+        if views is not None:
+            return views.SPEC
         key = [column for column in self.sample_key if column != "sample_index"]
         second = key[1] if len(key) > 1 else "sample_index"
         return ViewSpec((ViewColumn(key[0], "26%"), ViewColumn(second, "60px"),
@@ -85,6 +137,10 @@ class SuitePresentation:
         """What the viewer shows of each sample of one evaluation (a judgments artifact). By
         default each sample's judgments rows as a table, its outcome their status."""
         from .views import judgments_table_views
+
+        views = self.modules.module("views")
+        if views is not None:
+            return views.sample_views(self, store, judgments_key)
 
         return judgments_table_views(self, store, judgments_key)
 

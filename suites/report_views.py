@@ -9,11 +9,15 @@ Tables fit a 1,400-pixel screen: the model x group table holds one short cell pe
 from __future__ import annotations
 
 import html
+import json
 import random
 import re
+from pathlib import Path
 from typing import Any, Sequence
 
 import polars as pl
+
+from ..cache.artifacts import write_atomic
 
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]
@@ -185,3 +189,31 @@ def only_incomplete_section(suite_name: str, title: str, store: Any, include_inc
         return None
     return (f'<h2 id="{suite_name}">{html.escape(title)}</h2>' + incomplete_list(left_out),
             pl.DataFrame())
+
+
+def table_html(frame: pl.DataFrame, percent: tuple[str, ...] = ()) -> str:
+    head = "".join(f"<th>{html.escape(c)}{' %' if c in percent else ''}</th>"
+                   for c in frame.columns)
+    body = []
+    for row in frame.iter_rows(named=True):
+        cells = []
+        for column, value in row.items():
+            if value is None:
+                text = "–"
+            elif column in percent:
+                text = f"{100 * value:.1f}"
+            else:
+                text = str(value)
+            cells.append(f"<td>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<div class='scroll'><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def write_agreement(out: Path, table: pl.DataFrame, disagreements: pl.DataFrame) -> None:
+    """agreement.csv (confusion matrices as JSON text) and disagreements.csv."""
+    flat = table.with_columns(pl.Series("confusion", [json.dumps(m) for m in
+                                                      table["confusion"].to_list()],
+                                        dtype=pl.String))
+    write_atomic(out / "agreement.csv", flat.write_csv().encode())
+    write_atomic(out / "disagreements.csv", disagreements.write_csv().encode())

@@ -111,7 +111,8 @@ class _QuietServer(ThreadingHTTPServer):
 class FakeOpenAI:
     """Threaded fake endpoint; `responders` maps the request's `model` field to a Responder."""
 
-    def __init__(self, responders: dict[str, Responder] | None = None, latency: float = 0.0):
+    def __init__(self, responders: dict[str, Responder] | None = None, latency: float = 0.0,
+                 port: int = 0):
         self.responders: dict[str, Responder] = dict(responders or {})
         self.latency = latency
         self.calls: Counter[str] = Counter()
@@ -135,7 +136,8 @@ class FakeOpenAI:
         without the route, a gateway's 400 for a key it does not take)."""
         self.models_reads = 0
         self._lock = threading.Lock()
-        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
+        # A fixed port (frozen_outputs.py): the endpoint's address is part of artifact keys.
+        self._server = _QuietServer(("127.0.0.1", port), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -193,3 +193,65 @@ def test_the_layout_page_lists_the_upward_imports_this_test_knows():
     end = page.index("<!-- end of upward imports -->", start)
     assert page[start:end] == upward_table(), \
         "docs/layout.md's upward imports differ from UPWARD_KNOWN: paste\n" + upward_table()
+
+
+SUITE_PACKAGES = sorted(path.parent.name for path in (ROOT / "suites").glob("*/__init__.py"))
+"""The benchmarks' own folders under suites/."""
+SUITE_NAMES = {"proactbench", "proactiveagent", "proactiveagent-calibration",
+               "proactivebench-mllm", "proactivebench-video"}
+"""What --suite says for each built-in suite (suites/__init__.py)."""
+DEFAULT_SUITE_AT = "proactflow.config.generation"
+"""Where the configuration names the default suite: the one name allowed outside suites/."""
+
+SUITE_NAMED_KNOWN = {
+    "proactflow.results.imports": "ProactBench's and Proactive Agent's importers",
+    "proactflow.results.published_traces": "Proactive Agent's published traces importer",
+    "proactflow.results.rejudge_all": "rejudge --all-models reads ProactBench's tables",
+    "proactflow.results.viewer": "ProactBench's viewer list",
+}
+"""Modules outside suites/ that still import a suite's package or say a suite's name, each to
+go behind the seam (suites/base.py's declarations); none may be added."""
+
+
+def suite_naming(name: str, path: Path) -> list[str]:
+    """What in a module imports a suite's own package or says a suite's name as a value
+    (a comparison, a choice, a constant; not prose that mentions it)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = node.module or ""
+            if node.level and target.split(".")[0] == "suites":
+                target = "proactflow." + target
+            parts = target.split(".")
+            if parts[:2] == ["proactflow", "suites"] and len(parts) > 2 \
+                    and parts[2] in SUITE_PACKAGES:
+                found.append(f"imports {target}")
+            elif parts[:2] == ["proactflow", "suites"] and len(parts) == 2 or \
+                    node.level and target in ("suites", ""):
+                found += [f"imports suites.{alias.name}" for alias in node.names
+                          if alias.name in SUITE_PACKAGES]
+        elif isinstance(node, ast.Import):
+            found += [f"imports {alias.name}" for alias in node.names
+                      if alias.name.split(".")[:2] == ["proactflow", "suites"]
+                      and len(alias.name.split(".")) > 2
+                      and alias.name.split(".")[2] in SUITE_PACKAGES]
+        elif isinstance(node, ast.Constant) and node.value in SUITE_NAMES:
+            found.append(f"says {node.value!r}")
+    return found
+
+
+def test_no_module_outside_suites_names_a_suite():
+    """The core asks a suite through the seam: it never imports a benchmark's own folder nor
+    tells suites apart by name (the default suite's name in the configuration aside)."""
+    naming = {}
+    for name, path in package_modules().items():
+        if name.startswith("proactflow.suites") or name == DEFAULT_SUITE_AT:
+            continue
+        found = suite_naming(name, path)
+        if found:
+            naming[name] = found
+    new = {name: found for name, found in naming.items() if name not in SUITE_NAMED_KNOWN}
+    assert not new, f"modules outside suites/ naming a suite: {new}"
+    gone = sorted(set(SUITE_NAMED_KNOWN) - set(naming))
+    assert not gone, f"no longer naming a suite, remove from SUITE_NAMED_KNOWN: {gone}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
 from ..limits.model_limits import MAX_CONCURRENCY
-from ..suites.proactiveagent.calibration_names import CALIBRATION, LABELLED
+from ..suites import command_lines
 from .option_types import (fraction, judge_list, number_up_to, phases_list, positive_float,
                            positive_int, prompt_file, whole_number)
 
@@ -36,18 +36,17 @@ def add_evaluation_commands(commands: Any) -> None:
         "rejudge": "judge cached responses again (new judge or prompt): no generation calls",
         "status": "show what the store holds for these settings: calls cached, failed and "
                   "still to make, and each stage's artifact; makes no call",
-        "calibrate": "score a candidate judge against ProactiveBench's human-labelled reward "
-                     "test set (the authors' reward-model table: agreement per category, "
-                     "accuracy, precision, recall, F1), cached like a run",
     }
+    declared = command_lines()
+    suites_commands = {command.name: command for line in declared for command in line.commands}
+    specs.update({name: command.summary for name, command in suites_commands.items()})
     for name, summary in specs.items():
         sub = commands.add_parser(name, help=summary, description=summary + ".",
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog=EPILOG)
-        if name == "calibrate":
-            # The "model under test" is the labelled test set: its proposals are the data.
-            sub.set_defaults(suite=CALIBRATION, eval_model=LABELLED, eval_api_base=None,
-                             eval_api_key_env=None)
+        own = suites_commands.get(name)  # a suite's own command: its model under test fixed
+        if own is not None:
+            sub.set_defaults(**own.defaults)
         else:
             sub.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME",
                              help="the benchmark: proactbench (default; ProactBench, Boson AI), "
@@ -92,9 +91,7 @@ def add_evaluation_commands(commands: Any) -> None:
                                  "files (default: the pinned upstream commit); "
                                  "proactivebench-video (required): a folder holding "
                                  "<PART>/anno.json and the videos"
-                            if name != "calibrate" else
-                            "a reward test file in the benchmark's JSON-lines shape (default: "
-                            "dataset/reward_data/test_data.jsonl at the pinned upstream commit)")
+                            if own is None else own.corpus_help)
         corpus.add_argument("--revision", metavar="REV",
                             help="hub revision (commit sha, tag, branch) to pin; the commit "
                                  "actually used is recorded either way")
@@ -112,29 +109,12 @@ def add_evaluation_commands(commands: Any) -> None:
         corpus.add_argument("--phases", type=phases_list, metavar="LIST",
                             default=("EMERGENT", "CRITICAL", "RECOVERY"),
                             help="comma-separated phases to evaluate (default: all three)")
-        corpus.add_argument("--parts", metavar="LIST",
-                            help="proactivebench-video: comma-separated parts to evaluate "
-                                 "(WEB,EGO,TV,VAD; default: all four)")
-        corpus.add_argument("--skip-undecodable-videos", dest="skip_undecodable",
-                            action="store_true",
-                            help="proactivebench-video: run the rest when a video cannot be "
-                                 "decoded (its turns are error rows, counted apart as "
-                                 "'undecodable video'); without it such a video is a one-line "
-                                 "error naming the file, before any call")
-        mllm = sub.add_argument_group("multimodal ProactiveBench (--suite proactivebench-mllm)")
-        mllm.add_argument("--datasets", metavar="LIST",
-                          help="comma-separated datasets by short or full name: ROD, VSOD, "
-                               "MVP-N, IN-C, QD, CIT, COCO (default: all seven)")
-        mllm.add_argument("--mode", choices=("mcqa", "oeg"),
-                          help="mcqa (default): multiple choice, step by step; oeg: the first "
-                               "view answered freely, scored by --judge-model")
-        mllm.add_argument("--hint", action="store_true",
-                          help="append each dataset's hint to the question")
-        mllm.add_argument("--reference", action="store_true",
-                          help="the unoccluded reference image, categories only, one step")
-        mllm.add_argument("--package", metavar="FILE",
-                          help="a copy of the proactivebench 0.1.1 wheel (offline; default: "
-                               "fetched once with pip and cached in the store)")
+        for line in declared:
+            if line.corpus_options is not None:
+                line.corpus_options(corpus)
+        for line in declared:
+            if line.option_group is not None:
+                line.option_group(sub)
         where = sub.add_argument_group("store and outputs")
         add_store_option(where)
         add_database_option(where)
@@ -160,7 +140,7 @@ def add_evaluation_commands(commands: Any) -> None:
                          metavar="N",
                          help="tries per call on 429/5xx/timeouts, with exponential backoff; "
                               f"1 to {MAX_ATTEMPTS} (default: 6)")
-        if name != "calibrate":
+        if own is None:
             run.add_argument("--eval-attempts", type=whole_number(1, MAX_ATTEMPTS), default=5,
                              metavar="N",
                              help="calls of the model under test per sample while its reply "
@@ -191,7 +171,7 @@ def add_evaluation_commands(commands: Any) -> None:
                          help="at most N (above 0) tokens (prompt + completion) per minute "
                               "per role, "
                               "shared likewise; paced on estimates, corrected by actual usage")
-        if name != "calibrate":
+        if own is None:
             add_batch_options(run)
         run.add_argument("--dry-run", action="store_true",
                          help="validate, check access and print the plan; make no call")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..config.settings import DEFAULT_SUITE, PAPER_JUDGE
+from ..suites import command_lines
 from ..sweeps import MAX_PROCESSES
 from .batch_commands import add_batches_command
 from .evaluation_commands import add_evaluation_commands
@@ -54,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "match the test data are counted and listed.")
     imports.add_argument("files", nargs="+", metavar="FILE",
                          help="results files to import (proactiveagent: trace folders, DIR)")
-    imports.add_argument("--suite", default=DEFAULT_SUITE, choices=(DEFAULT_SUITE,
-                                                                    "proactiveagent"),
+    imports.add_argument("--suite", default=DEFAULT_SUITE,
+                         choices=(DEFAULT_SUITE, *(name for line in command_lines()
+                                                   for name in line.imports_published)),
                          help="whose published results: proactbench (default) or "
                               "proactiveagent")
     imports.add_argument("--corpus", metavar="PATH",

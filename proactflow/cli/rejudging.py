@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common.errors import UserError
 from ..config.settings import PAPER_JUDGE, RunSettings, default_store
 from ..results.evaluations import safe_name
 from .options import database_from_args, settings_from_args
 from .running import coverage_status, preflight, print_scores, run_command, run_flow
+
+if TYPE_CHECKING:
+    from ..suites.base import Suite
 
 
 def rejudge_command(args: argparse.Namespace) -> int:
@@ -34,6 +37,12 @@ def rejudge_command(args: argparse.Namespace) -> int:
 
 def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
     """Re-judge the cached responses with each judge in turn, then report their agreement."""
+    from ..suites import get_suite
+
+    suite = get_suite(args.suite)
+    if not suite.compares_judges:  # before any call
+        raise UserError(f"--judges: the {suite.name} suite reports no agreement between "
+                        "judges; re-judge with one judge at a time")
     base_out = args.out
     frames = []
     for judge in judges:
@@ -48,7 +57,7 @@ def rejudge_many(args: argparse.Namespace, judges: list[str]) -> int:
         print_scores(settings, result["scores"], result["complete"])
         frames.append(judgments_of(settings, result))
     if len(frames) > 1:
-        report_agreement(frames, base_out)
+        report_agreement(suite, frames, base_out)
     return 0
 
 
@@ -107,7 +116,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
         frames.append(judgments_of(settings, result))
         status = max(status, coverage_status(settings, result))
     if len(judges) > 1:
-        report_agreement(frames, args.out)
+        report_agreement(suite, frames, args.out)
     return status
 
 
@@ -122,14 +131,13 @@ def judgments_of(settings: RunSettings, result: dict[str, Any]):
     return ArtifactStore(settings.store).get_by_key(stage, key).frame()
 
 
-def report_agreement(frames: list, out: str | None) -> None:
+def report_agreement(suite: Suite, frames: list, out: str | None) -> None:
     """Print the judges' agreement and, with --out, write agreement.csv and disagreements.csv."""
     import polars as pl
 
-    from ..results.report import write_agreement
-    from ..suites.proactbench.agreement import judge_agreement
+    from ..suites.report_views import write_agreement
 
-    table, disagreements = judge_agreement(pl.concat(frames))
+    table, disagreements = suite.judge_agreement(pl.concat(frames))
     print_agreement(table)
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)

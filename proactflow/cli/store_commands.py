@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..common.errors import UserError
-from ..config.settings import default_store
+from ..config.settings import DEFAULT_SUITE, default_store
 from .options import selected_evaluations
 
 
@@ -18,7 +18,7 @@ def import_command(args: argparse.Namespace) -> int:
     if args.model and len(args.files) > 1:
         raise UserError("--model names one file's model: import the files one at a time")
     store = ArtifactStore(args.store or default_store())
-    if args.suite == "proactiveagent":
+    if args.suite != DEFAULT_SUITE:  # the other suite whose published results import takes
         from ..results.imports import import_published_traces
         from .importing import print_traces_import
 

@@ -17,9 +17,7 @@ def parts_from_args(args: argparse.Namespace, suite: Any) -> tuple[str, ...] | N
     if not suite.takes_parts:
         raise UserError(f"--parts is the video ProactiveBench's (--suite proactivebench-video); "
                         f"{suite.name} has none")
-    from ..suites.proactivebench_video.annotations import parse_parts
-
-    return parse_parts(value)
+    return suite.parse_parts(value)
 
 
 SUITE_OPTIONS = {"datasets": "--datasets", "mode": "--mode", "hint": "--hint",

@@ -31,10 +31,9 @@ def pair_frame(suite: str, pair: dict[str, Any]) -> tuple[HistoryMetric, pl.Data
     samples, metric = pair.get("samples"), metric_of(suite)
     if not samples or metric is None:
         return None
-    if suite == "proactbench" and "count" not in samples:  # recorded before the seam
-        from ..suites.proactbench.history import legacy_samples
-
-        return metric, with_overall(metric, legacy_samples(samples))
+    legacy = get_suite(suite).legacy_history_samples(samples)
+    if legacy is not None:  # recorded before the suite declared its history
+        return metric, with_overall(metric, legacy)
     if not set(metric.components) <= set(samples):
         return None
     frame = pl.DataFrame(samples)

@@ -22,7 +22,7 @@ from ..suites import get_suite
 from ..suites.base import Suite
 from .evaluations import evaluation_of
 from .history_scores import Finding
-from .suite_evaluations import PROACTBENCH, suite_evaluation
+from .suite_evaluations import suite_evaluation
 from .viewer import write_viewer
 
 FOLDER = "compare"
@@ -40,7 +40,7 @@ def _write(store: ArtifactStore, suite: Suite, folder: Path, findings: list[Find
                and store.get_by_key(suite.stages.judgments, key).version != version
                for key, version in zip(first.evaluations, first.versions)):
             return None  # not what that night read: a page would show another night's
-        if suite.name == PROACTBENCH:
+        if suite.evaluations_with_triggers:
             found = [evaluation_of(store, key) for key in first.evaluations]
             if any(e is None for e in found):
                 return None

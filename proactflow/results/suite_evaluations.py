@@ -13,9 +13,6 @@ from .evaluations import judgments_keys_of_runs
 if TYPE_CHECKING:
     from ..suites.base import Suite
 
-PROACTBENCH = "proactbench"
-
-
 @dataclass(frozen=True)
 class SuiteEvaluation:
     """One judgments artifact of a suite: what the viewer lists and opens."""
@@ -57,9 +54,9 @@ def suite_evaluations(store: ArtifactStore, *, runs: list[str] | None = None,
     wanted = judgments_keys_of_runs(store, runs) if runs else None
     found: list[SuiteEvaluation] = []
     for name in suite_names():
-        if name == PROACTBENCH:
-            continue
         suite = get_suite(name)
+        if suite.evaluations_with_triggers:  # evaluations.py's
+            continue
         for key in sorted(store.keys(suite.stages.judgments)):
             if wanted is not None and key not in wanted:
                 continue

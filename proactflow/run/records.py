@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from ..batches.roles import batched
-from ..config.settings import RunSettings
+from ..config.settings import DEFAULT_SUITE, RunSettings
 from ..providers.billing import Tokens, billed_cost, list_cost
 from .pipeline import StageReport, open_store, suite_of
 from .run_records import record_name
@@ -111,7 +111,7 @@ def run_provenance(settings: RunSettings, prompts: dict[str, str], corpus_revisi
     }
     if set(prompts) - {"judge"}:  # a suite with more prompts than a judge's (none in ProactBench)
         provenance["prompts_sha256"] = prompts
-    if settings.suite != "proactbench":
+    if settings.suite != DEFAULT_SUITE:  # its records never said it: they came first
         provenance["suite"] = settings.suite
     return {**provenance, "corpus": settings.corpus.describe(),
             "corpus_revision": corpus_revision, "artifacts": {r.stage: r.key for r in reports}}

@@ -226,7 +226,8 @@ class SweepConfig(BaseModel):
             judge=judge.role("judge", self.suite, options, self.batch)
             if judge is not None else None,
             corpus=CorpusSource(path=self.corpus and place(self.corpus), revision=self.revision,
-                                limit=self.limit, parts=_parts(self.parts)),
+                                limit=self.limit, parts=suite.parse_parts(",".join(self.parts))
+                                if self.parts else None),
             judge_prompt_file=self.judge_prompt and place(self.judge_prompt),
             prompt_files={name: place(file) for name, file in self.prompts.items()}, store=store,
             samples=self.samples, database=self.database or default_database(),
@@ -267,9 +268,3 @@ def load_sweep(path: str | Path) -> SweepConfig:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
         raise UserError(f"{path}: {problem_line(data, exc.errors())}") from None
-
-
-def _parts(parts: list[str] | None) -> tuple[str, ...] | None:
-    from ..suites.proactivebench_video.annotations import parse_parts
-
-    return parse_parts(",".join(parts)) if parts else None

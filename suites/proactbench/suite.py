@@ -18,7 +18,8 @@ from ...common.errors import UserError
 from ...config.settings import ModelRole, RunSettings
 from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
-from . import history, judgments, phase_scores, responses, triggers
+from ..declarations import ReportPart, SuiteModules
+from . import agreement, history, judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .leaderboard import build_leaderboard, with_rank_ranges
 from .tables import JudgmentRow, PhaseScoreRow, ResponseRow, TriggerRow
@@ -133,13 +134,24 @@ class ProactBench(Suite):
     def score(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
         return phase_scores.score_phases(judgments_frame)
 
-    history_metric = history.METRIC
+    evaluations_with_triggers = True
+    compares_judges = True
 
-    def history_samples(self, judgments_frame: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments_frame)
+    def evaluations_report(self, out: Path, evaluations: list[Any], *, names: dict[str, str],
+                           incomplete: list[Any], samples: int, seed: int) -> ReportPart:
+        from .report import evaluations_report
 
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
+        return evaluations_report(out, evaluations, names=names, incomplete=incomplete,
+                                  samples=samples, seed=seed)
+
+    def judge_agreement(self, judgments_frame: pl.DataFrame
+                        ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return agreement.judge_agreement(judgments_frame)
+
+    modules = SuiteModules(__package__, history="history")
+
+    def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
+        return history.legacy_samples(samples) if "count" not in samples else None
 
     def write_outputs(self, out: Path, samples: pl.DataFrame, responses_frame: pl.DataFrame,
                       judgments_frame: pl.DataFrame, scores: pl.DataFrame,

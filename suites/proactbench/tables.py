@@ -11,6 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..columns import (CallLatency, CompletionTokens, JudgeCompletionTokens, JudgeLatency,
+                      JudgePromptTokens, JudgeRequestKey, ModelUnderTest, PromptTokens, RequestKey)
+
 from .corpus import Rubric
 from .judge import Score
 
@@ -66,7 +69,7 @@ class ResponseRow(BaseModel):
     turn: int = Field(description="Trigger turn.")
     phase: str = Field(description="EMERGENT, CRITICAL or RECOVERY.")
     sample_index: int = Field(description="Which sample of this trigger (0 unless sampling).")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     status: ResponseStatus = Field(
         description="ok; error (the call failed after retries); unevaluable (no user message); "
                     "empty (no content), truncated (finish_reason length: the message says "
@@ -76,16 +79,16 @@ class ResponseRow(BaseModel):
     message: str | None = Field(description="Error message or unevaluable reason.")
     response: str | None = Field(description="The regenerated assistant reply.")
     finish_reason: str | None = Field(description="Provider finish reason, e.g. stop, length.")
-    prompt_tokens: int | None = Field(description="Prompt tokens reported by the provider.")
-    completion_tokens: int | None = Field(description="Completion tokens reported.")
+    prompt_tokens: PromptTokens
+    completion_tokens: CompletionTokens
     cache_read_tokens: int | None = Field(
         default=None, description="Of prompt_tokens, read from the provider's prompt cache "
                                   "(billed at its cache price; None: no call, or stored before).")
     cache_write_tokens: int | None = Field(
         default=None, description="Of prompt_tokens, written to the provider's prompt cache.")
-    latency_s: float | None = Field(description="Wall time of the successful call, seconds.")
+    latency_s: CallLatency
     attempts: int = Field(description="HTTP attempts the call took (0 when not called).")
-    request_key: str | None = Field(description="Key of the call in the per-call cache.")
+    request_key: RequestKey
     served_model: str | None = Field(
         default=None, description="The model the provider says answered (its `model` field).")
     system_fingerprint: str | None = Field(
@@ -105,7 +108,7 @@ class JudgmentRow(BaseModel):
     turn: int = Field(description="Trigger turn.")
     phase: str = Field(description="EMERGENT, CRITICAL or RECOVERY.")
     sample_index: int = Field(description="Which sample of this trigger.")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="Judge model.")
     status: JudgmentStatus = Field(
         description="scored; skipped (judge declined); judge_error; generation_error; "
@@ -119,16 +122,16 @@ class JudgmentRow(BaseModel):
     evidence_verbatim: bool | None = Field(
         description="Whether the evidence occurs in the response (whitespace-normalised).")
     message: str | None = Field(description="Error message or reason when not scored.")
-    prompt_tokens: int | None = Field(description="Judge prompt tokens.")
+    prompt_tokens: JudgePromptTokens
     cache_read_tokens: int | None = Field(
         default=None, description="Of prompt_tokens, read from the provider's prompt cache.")
     cache_write_tokens: int | None = Field(
         default=None, description="Of prompt_tokens, written to the provider's prompt cache.")
-    completion_tokens: int | None = Field(description="Judge completion tokens.")
-    latency_s: float | None = Field(description="Wall time of the successful judge call.")
+    completion_tokens: JudgeCompletionTokens
+    latency_s: JudgeLatency
     attempts: int = Field(description="Judge calls made for this row, retries included.")
     judge_prompt_sha256: str = Field(description="sha256 of the judge system prompt used.")
-    request_key: str | None = Field(description="Key of the judge call in the per-call cache.")
+    request_key: JudgeRequestKey
     served_model: str | None = Field(
         default=None, description="The judge model the provider says answered.")
     system_fingerprint: str | None = Field(
@@ -142,7 +145,7 @@ class PhaseScoreRow(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True)
 
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="Judge model.")
     judge_prompt_sha256: str = Field(description="sha256 of the judge system prompt used.")
     phase: str = Field(description="EMERGENT, CRITICAL, RECOVERY or OVERALL.")

@@ -8,14 +8,13 @@ suites/presentation.py is apart from suites/base.py; ProactiveAgent inherits thi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar
 
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore
-from ..declarations import SampleView, ViewSpec
+from ..declarations import SuiteModules
 from ..presentation import SuitePresentation, percent
-from . import history
 
 
 class ProactiveAgentPresentation(SuitePresentation):
@@ -23,23 +22,7 @@ class ProactiveAgentPresentation(SuitePresentation):
 
     display_name: ClassVar[str]
 
-    def view_spec(self) -> ViewSpec:
-        from .views import SPEC
-
-        return SPEC
-
-    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
-        from .views import trace_views
-
-        return trace_views(self, store, judgments_key)
-
-    history_metric = history.METRIC
-
-    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments)
-
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
+    modules = SuiteModules(__package__, views="views", history="history")
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def rate(name: str) -> Callable[[dict[str, Any]], str]:
@@ -65,6 +48,16 @@ class ProactiveAgentPresentation(SuitePresentation):
         assert found is not None, "a sweep that finished has evaluations"
         found[1].write_csv(out / "leaderboard.csv")
         return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
+
+    reports_section = True
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        from .report import section
+
+        return section(store, out, published_folder=published, keys=keys,
+                       include_incomplete=include_incomplete)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """One row per evaluation, on its largest split (upstream's real_average holds every

@@ -15,6 +15,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..columns import (CallLatency, CompletionTokens, FinishReason, JudgeCompletionTokens,
+                      JudgeLatency, JudgePromptSha, JudgePromptTokens, JudgeRequestKey,
+                      LitellmVersion, ModelUnderTest, NotOkReason, PromptTokens, RequestKey,
+                      SystemFingerprint)
+
 
 class EventRow(BaseModel):
     """One event of a test trace, with what the model under test and the judge are shown."""
@@ -42,14 +47,14 @@ class AgentResponseRow(BaseModel):
     trace: str = Field(description="Trace name.")
     event_index: int = Field(description="Event position in the trace.")
     sample_index: int = Field(description="Which rollout of the trace (0 unless sampling).")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     status: AgentStatus = Field(
         description="ok; error (the call failed after retries); invalid_reply (no reply was "
                     "the protocol's JSON, after the tries allowed); empty, truncated, blocked "
                     "(not answers; every one of these is a failed event, judged as upstream "
                     "judges one); not_imported (an imported model's published traces lack the "
                     "event: never judged).")
-    message: str | None = Field(description="Why the row is not ok.")
+    message: NotOkReason
     response: str | None = Field(description="The reply as the model wrote it.")
     proposed_task: str | None = Field(
         description="The 'Proactive Task' of the reply; the JSON text of one that is not a "
@@ -68,15 +73,15 @@ class AgentResponseRow(BaseModel):
     history_text: str | None = Field(
         description="The reply as it becomes the assistant turn of later events (upstream's "
                     "json.dumps of the parsed object); None for a failed event.")
-    finish_reason: str | None = Field(description="Provider finish reason.")
-    prompt_tokens: int | None = Field(description="Prompt tokens reported by the provider.")
-    completion_tokens: int | None = Field(description="Completion tokens reported.")
-    latency_s: float | None = Field(description="Wall time of the successful call, seconds.")
+    finish_reason: FinishReason
+    prompt_tokens: PromptTokens
+    completion_tokens: CompletionTokens
+    latency_s: CallLatency
     attempts: int = Field(description="Calls made for this event, retries included.")
-    request_key: str | None = Field(description="Key of the call in the per-call cache.")
+    request_key: RequestKey
     served_model: str | None = Field(default=None, description="The model the provider named.")
-    system_fingerprint: str | None = Field(default=None, description="Provider fingerprint.")
-    litellm_version: str | None = Field(default=None, description="litellm that made the call.")
+    system_fingerprint: SystemFingerprint = None
+    litellm_version: LitellmVersion = None
 
 
 VerdictStatus = Literal["scored", "judge_error", "generation_error", "invalid_reply",
@@ -91,7 +96,7 @@ class VerdictRow(BaseModel):
     event_index: int = Field(description="Event position in the trace.")
     sample_index: int = Field(description="Which rollout of the trace.")
     splits: list[str] = Field(description="The splits holding the event's trace.")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="Judge (reward model or LLM).")
     status: VerdictStatus = Field(
         description="scored; judge_error; generation_error, invalid_reply, empty_response, "
@@ -109,15 +114,15 @@ class VerdictRow(BaseModel):
                     "about the literal proposal \"candidate_task\" (the test file's object "
                     "kept as the prediction); `proposed` and `accepted` are that verdict, "
                     "counted in metrics.csv, not in the strict split_scores.csv counts.")
-    prompt_tokens: int | None = Field(description="Judge prompt tokens.")
-    completion_tokens: int | None = Field(description="Judge completion tokens.")
-    latency_s: float | None = Field(description="Wall time of the successful judge call.")
+    prompt_tokens: JudgePromptTokens
+    completion_tokens: JudgeCompletionTokens
+    latency_s: JudgeLatency
     attempts: int = Field(description="Judge calls made, retries included.")
-    judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
-    request_key: str | None = Field(description="Key of the judge call in the per-call cache.")
+    judge_prompt_sha256: JudgePromptSha
+    request_key: JudgeRequestKey
     served_model: str | None = Field(default=None, description="The judge the provider named.")
-    system_fingerprint: str | None = Field(default=None, description="Provider fingerprint.")
-    litellm_version: str | None = Field(default=None, description="litellm that made the call.")
+    system_fingerprint: SystemFingerprint = None
+    litellm_version: LitellmVersion = None
 
 
 class SplitScoreRow(BaseModel):
@@ -126,9 +131,9 @@ class SplitScoreRow(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True)
 
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="Judge.")
-    judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
+    judge_prompt_sha256: JudgePromptSha
     split: str = Field(description="The split of splits.json (upstream's Category).")
     events: int = Field(description="Event rows pooled in the split (every sample): "
                                     "upstream's Total Events. An imported model's events "

@@ -33,7 +33,7 @@ def _trace_outcome(cells: list[str | None]) -> str:
     return "+".join(sorted(wrong)) if wrong else "all right"
 
 
-def trace_views(suite: Viewed, store: ArtifactStore, judgments_key: str
+def sample_views(suite: Viewed, store: ArtifactStore, judgments_key: str
                 ) -> Iterator[SampleView]:
     samples, responses, verdicts = evaluation_tables(suite, store, judgments_key)
     events = {(r["trace"], r["event_index"]): r for r in samples.iter_rows(named=True)}

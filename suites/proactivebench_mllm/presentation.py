@@ -9,15 +9,14 @@ suites/presentation.py is apart from suites/base.py; ProactiveBenchMllm inherits
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar
 
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...config.settings import RunSettings
-from ..declarations import SampleView, ViewSpec
+from ..declarations import SuiteModules
 from ..presentation import SuitePresentation
-from . import history
 from .datasets import mode_of
 from .outputs import headline_rows
 
@@ -39,23 +38,7 @@ class ProactiveBenchMllmPresentation(SuitePresentation):
         return " ".join([mode_of(settings), *(["hint"] if options.get("hint") else []),
                          *(["reference"] if options.get("reference") else [])])
 
-    def view_spec(self) -> ViewSpec:
-        from .views import SPEC
-
-        return SPEC
-
-    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
-        from .views import episode_views
-
-        return episode_views(self, store, judgments_key)
-
-    history_metric = history.METRIC
-
-    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments)
-
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
+    modules = SuiteModules(__package__, views="views", history="history")
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def number(name: str) -> Callable[[dict[str, Any]], str]:
@@ -83,6 +66,15 @@ class ProactiveBenchMllmPresentation(SuitePresentation):
         assert found is not None, "a sweep that finished has evaluations"
         write_atomic(out / "leaderboard.csv", found[1].write_csv().encode())
         return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
+
+    reports_section = True
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        from .report import section
+
+        return section(store, out, keys=keys, include_incomplete=include_incomplete)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         return headline_rows(board)

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..columns import FinishReason, ModelUnderTest
+
 Mode = Literal["mcqa", "oeg"]
 StepStatus = Literal["ok", "error", "empty", "truncated", "blocked", "image_error",
                      "environment_crash", "refused"]
@@ -47,7 +49,7 @@ class StepRow(BaseModel):
     sample_id: int = Field(description="The entry's id.")
     step: int = Field(description="0 for the first view, then one per accepted action.")
     sample_index: int = Field(description="Which draw (always 0: the protocol is greedy).")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     status: StepStatus = Field(
         description="ok; error, empty, truncated or blocked (the call failed: never the model's "
                     "wrong answer; the episode stops there and the next run asks again); "
@@ -76,7 +78,7 @@ class StepRow(BaseModel):
                                                         "episode ended on the right category.")
     num_turns: int | None = Field(description="On the final step (MCQA): replies the "
                                               "environment counted (upstream's num_turns).")
-    finish_reason: str | None = Field(description="Provider finish reason.")
+    finish_reason: FinishReason
     prompt_tokens: int | None = Field(description="Prompt tokens.")
     completion_tokens: int | None = Field(description="Completion tokens.")
     latency_s: float | None = Field(description="Call latency, seconds.")
@@ -89,7 +91,7 @@ class OutcomeRow(BaseModel):
     sample_id: int = Field(description="The entry's id.")
     step: int = Field(description="The step.")
     sample_index: int = Field(description="Which draw.")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="The OEG judge, or 'rules' (MCQA: the package's rules).")
     mode: Mode = Field(description="mcqa or oeg.")
     hint: bool = Field(description="Hint variant.")
@@ -121,7 +123,7 @@ class OutcomeRow(BaseModel):
 
 
 class DatasetScoreRow(BaseModel):
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="The OEG judge, or 'rules'.")
     mode: Mode = Field(description="mcqa or oeg.")
     hint: bool = Field(description="Hint variant.")

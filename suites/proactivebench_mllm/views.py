@@ -97,7 +97,7 @@ class _Images:
         return self.made[key]
 
 
-def episode_views(suite: Viewed, store: ArtifactStore, judgments_key: str
+def sample_views(suite: Viewed, store: ArtifactStore, judgments_key: str
                   ) -> Iterator[SampleView]:
     samples, steps, outcomes = evaluation_tables(suite, store, judgments_key)
     entries = {(r["dataset"], r["sample_id"]): r for r in samples.iter_rows(named=True)}

@@ -9,15 +9,14 @@ suites/presentation.py is apart from suites/base.py; ProactiveBenchVideo inherit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar
 
 import polars as pl
 
 from ...cache.artifacts import ArtifactStore
 from ...config.settings import RunSettings
-from ..declarations import SampleView, ViewSpec
+from ..declarations import SuiteModules
 from ..presentation import SuitePresentation
-from . import history
 from .pauc import omega_column
 from .scoring import ALL_PARTS
 
@@ -40,23 +39,7 @@ class ProactiveBenchVideoPresentation(SuitePresentation):
         parts = settings.corpus.parts
         return f"parts {','.join(parts)}" if parts else ""
 
-    def view_spec(self) -> ViewSpec:
-        from .views import SPEC
-
-        return SPEC
-
-    def sample_views(self, store: ArtifactStore, judgments_key: str) -> Iterator[SampleView]:
-        from .views import video_views
-
-        return video_views(self, store, judgments_key)
-
-    history_metric = history.METRIC
-
-    def history_samples(self, judgments: pl.DataFrame) -> pl.DataFrame:
-        return history.history_samples(judgments)
-
-    def history_view_sample(self, sample: str) -> str:
-        return history.view_sample(sample)
+    modules = SuiteModules(__package__, views="views", history="history")
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def pauc(omega: float) -> Callable[[dict[str, Any]], str]:
@@ -83,6 +66,15 @@ class ProactiveBenchVideoPresentation(SuitePresentation):
         assert found is not None, "a sweep that finished has evaluations"
         found[1].write_csv(out / "leaderboard.csv")
         return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
+
+    reports_section = True
+
+    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
+                       include_incomplete: bool, published: Path | None
+                       ) -> tuple[str, pl.DataFrame] | None:
+        from .report import section
+
+        return section(store, out, keys=keys, include_incomplete=include_incomplete)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """One row per (model, judge): PAUC over all parts, best first."""

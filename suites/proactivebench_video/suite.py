@@ -30,7 +30,8 @@ from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from . import judging
-from .annotations import PARTS, VideoSample, read_corpus, require_corpus, video_path
+from .annotations import (PARTS, VideoSample, parse_parts, read_corpus, require_corpus,
+                          video_path)
 from .chats import EpisodeChats
 from .episode import FrameSets, sample_of, step_request, step_row
 from .frames import VideoDecodeError, decoder_versions
@@ -68,6 +69,9 @@ class ProactiveBenchVideo(ProactiveBenchVideoPresentation, Suite):
     sends_images = True
     option_names = ("skip_undecodable",)
     main_output = "metrics.csv"
+
+    def parse_parts(self, text: str) -> tuple[str, ...]:
+        return parse_parts(text)
 
     def __init__(self, streaming: StreamingSettings | None = None) -> None:
         self.streaming = streaming or StreamingSettings()

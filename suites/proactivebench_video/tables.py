@@ -13,6 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..columns import (CallLatency, CompletionTokens, FinishReason, JudgePromptSha, ModelUnderTest,
+                      NotOkReason, PromptTokens, RequestKey)
+
 
 class VideoSampleRow(BaseModel):
     """One sample of a part's anno.json, with its video located and hashed."""
@@ -45,11 +48,11 @@ class StepRow(BaseModel):
     question_id: str = Field(description="The sample's id.")
     step: int = Field(description="The step r, covering [r, r+1) s of the video.")
     sample_index: int = Field(description="Which rollout of the episode (0 unless sampling).")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     status: StepStatus = Field(description=(
         "ok; error (the call failed, or the video could not be decoded: then the episode "
         "stops); empty, truncated, blocked (not answers: the episode stops)."))
-    message: str | None = Field(description="Why the row is not ok.")
+    message: NotOkReason
     response: str | None = Field(description="The output as the model wrote it.")
     silent: bool | None = Field(description="True when the output is the silence marker.")
     reply_time: float = Field(description="When a reply of this step counts as said: the "
@@ -59,12 +62,12 @@ class StepRow(BaseModel):
     images_sent: int = Field(description="Images the step's request carried (the window).")
     subtitles: list[str] = Field(description="The user turns (TV's subtitles) this step "
                                              "brought, in order.")
-    finish_reason: str | None = Field(description="Provider finish reason.")
-    prompt_tokens: int | None = Field(description="Prompt tokens reported by the provider.")
-    completion_tokens: int | None = Field(description="Completion tokens reported.")
-    latency_s: float | None = Field(description="Wall time of the successful call, seconds.")
+    finish_reason: FinishReason
+    prompt_tokens: PromptTokens
+    completion_tokens: CompletionTokens
+    latency_s: CallLatency
     attempts: int = Field(description="Calls made for this step, retries included.")
-    request_key: str | None = Field(description="Key of the call in the per-call cache.")
+    request_key: RequestKey
 
 
 TurnStatusName = Literal["scored", "judge_error", "generation_error", "error", "refused"]
@@ -77,9 +80,9 @@ class TurnRow(BaseModel):
     question_id: str = Field(description="The sample's id.")
     turn: int = Field(description="0-based position of the gold turn in the sample's answer.")
     sample_index: int = Field(description="Which rollout of the episode.")
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="The judge.")
-    judge_prompt_sha256: str = Field(description="sha256 of the judge's system prompt.")
+    judge_prompt_sha256: JudgePromptSha
     status: TurnStatusName = Field(description=(
         "scored; judge_error (a judge call failed or its reply never started with 1, 2 or 3); "
         "generation_error (the episode stopped before its end); error (the video could not be "
@@ -110,7 +113,7 @@ class TurnRow(BaseModel):
 class PartScoreRow(BaseModel):
     """PAUC of one part (or all parts) for one (model, judge)."""
 
-    model: str = Field(description="Model under test.")
+    model: ModelUnderTest
     judge: str = Field(description="The judge.")
     part: str = Field(description="WEB, EGO, TV, VAD, or all (every turn of the run).")
     turns: int = Field(description="Scored gold turns: the mean's denominator.")

@@ -62,7 +62,7 @@ def _mean(values: list[float | None]) -> float | None:
     return round(100 * sum(kept) / len(kept), 1) if kept else None
 
 
-def video_views(suite: Viewed, store: ArtifactStore, judgments_key: str
+def sample_views(suite: Viewed, store: ArtifactStore, judgments_key: str
                 ) -> Iterator[SampleView]:
     samples, steps, turns = evaluation_tables(suite, store, judgments_key)
     rows = {(r["part"], r["question_id"]): r for r in samples.iter_rows(named=True)}
