@@ -14,6 +14,9 @@ test can kill its client in any phase.
 `files_unconfigured` (a message) makes every files and batches route answer HTTP 500 with it, as
 the litellm proxy does until its files settings are configured; `unconfigured_routes` narrows
 that to some ("files" alone: the batches route answers, the upload fails).
+`bare_500_batch_reads` (a count) makes that many reads of the batches route answer HTTP 500 with
+the plain text "Internal Server Error", as the real litellm proxy (1.110.2, no files settings)
+answers `GET /v1/batches`, without its files sentence.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class FakeBatches(FakeOpenAI):
         self.authorizations: list[str] = []
         self.files_unconfigured: str | None = None
         self.unconfigured_routes: frozenset[str] = frozenset({"files", "batches"})
+        self.bare_500_batch_reads = 0
         self.route_requests: Counter[str] = Counter()
         """Requests per method and route kind ("GET batches", "POST files"...)."""
         self._batch_lock = threading.Lock()
@@ -67,7 +71,15 @@ class FakeBatches(FakeOpenAI):
         parts = path.split("/")
         kind = "files" if "/files" in path else "batches"
         self.route_requests[f"{method} {kind}"] += 1
-        if self.files_unconfigured is not None and kind in self.unconfigured_routes:
+        if method == "GET" and kind == "batches" and self.bare_500_batch_reads > 0:
+            self.bare_500_batch_reads -= 1
+            body = b"Internal Server Error"
+            handler.send_response(500)
+            handler.send_header("Content-Type", "text/plain; charset=utf-8")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+        elif self.files_unconfigured is not None and kind in self.unconfigured_routes:
             handler._send(500, {"error": {"message": self.files_unconfigured, "type": "None",
                                           "param": "None", "code": "500"}})
         elif method == "POST" and path.endswith("/files"):

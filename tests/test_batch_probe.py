@@ -88,6 +88,31 @@ def test_a_gateway_whose_files_api_is_not_set_up_is_called_interactively_with_it
     assert FILES_UNSET in capsys.readouterr().err
 
 
+def test_a_batches_route_that_fails_twice_is_no_batch_api_and_once_is_a_passing_fault(
+        published, tmp_path, capsys):
+    # What the real litellm proxy answers on GET /v1/batches without files settings: a bare
+    # "Internal Server Error", no sentence naming the cause.
+    server = FakeBatches({"gen": replay_model(published), "judge": replay_judge(published)},
+                         completion_delay=0.05)
+    with server:
+        server.bare_500_batch_reads = 2
+        assert run_cli("run", cli_args(server, tmp_path / "store",
+                                       extra=("--batch", "auto", *FAST))) == 0
+        out = capsys.readouterr().out
+        batch_lines = [line for line in out.splitlines() if line.startswith("batch ")]
+        assert len(batch_lines) == 2 and all(
+            "interactive" in line and "answered HTTP 500 twice: Internal Server Error" in line
+            for line in batch_lines), batch_lines
+        assert server.route_requests["GET batches"] == 2 and not server.lines_submitted
+
+        server.bare_500_batch_reads = 1  # one 500, then the route answers: a batch API
+        assert run_cli("run", cli_args(server, tmp_path / "again", extra=(
+            "--batch", "auto", *FAST))) == 0
+        assert "openai's batch API" in capsys.readouterr().out
+        assert server.lines_submitted
+    assert not server.responder_errors, server.responder_errors
+
+
 def test_batch_mode_is_decided_per_role_by_its_own_endpoint(plain, published, tmp_path,
                                                               capsys):
     with FakeBatches({"judge": replay_judge(published)}, completion_delay=0.1) as batches:

@@ -4,15 +4,19 @@ vLLM's, plain gateways) serve chat completions and no batch API; a litellm proxy
 routes but answers HTTP 500 until its files settings are configured. `--batch auto` then calls
 such an endpoint interactively, and `--batch` stops before any call, saying why.
 
-Only a clear answer means "none": 404, 405 or 501, or a 500 whose message says the files API is
-not set up. Anything else (a success, a rejected key, a server down) leaves the batch API
-presumed, so that the run's own calls meet, and report, whatever is wrong.
+Only a clear answer means "none": 404, 405 or 501, a 500 whose message says the files API is
+not set up, or a 500 given again when asked a second time (the litellm proxy, without files
+settings, answers its batches route with a bare "Internal Server Error"; a route that cannot list
+one batch twice in a row will not take a night's). Anything else (a success, a rejected key, a
+server down) leaves the batch API presumed, so that the run's own calls meet, and report,
+whatever is wrong.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -26,6 +30,8 @@ from .openai_batches import PROVIDERS as OPENAI_STYLE
 from .providers import provider_name
 
 PROBE_TIMEOUT_S = 10.0
+SECOND_ASK_AFTER_S = 1.0
+"""How long after a first HTTP 500 the batches route is read again."""
 _ABSENT_STATUSES = frozenset({404, 405, 501})
 _UNCONFIGURED = re.compile(r"files_settings|files? (api )?(is )?not (set|configured|enabled)",
                            re.IGNORECASE)
@@ -69,21 +75,39 @@ def missing_batch_api(role: ModelRole) -> str | None:
 
 
 def _absence(url: str, api_key: str | None) -> str | None:
-    route = f"GET {redact_url(url.split('?', 1)[0])}"
+    first = _answer(url, api_key)
+    if first is None or first[0] != 500 or _UNCONFIGURED.search(first[1]):
+        return _verdict(url, first)
+    time.sleep(SECOND_ASK_AFTER_S)  # a passing 500 is not an absence: ask once more
+    second = _answer(url, api_key)
+    return _verdict(url, second, repeated=second is not None and second[0] == 500)
+
+
+def _verdict(url: str, answer: tuple[int, str] | None, repeated: bool = False) -> str | None:
+    if answer is None:
+        return None
+    status, said = answer
+    if status in _ABSENT_STATUSES or (status == 500 and (repeated or _UNCONFIGURED.search(said))):
+        route = f"GET {redact_url(url.split('?', 1)[0])}"
+        again = " twice" if repeated else ""
+        return redact(f"{route} answered HTTP {status}{again}" + (f": {said}" if said else ""))
+    return None
+
+
+def _answer(url: str, api_key: str | None) -> tuple[int, str] | None:
+    """The route's HTTP error status and message; None when it answered, or could not be
+    reached (the run's access check and its calls say so)."""
     try:
         with urllib.request.urlopen(get_request(url, api_key), timeout=PROBE_TIMEOUT_S):
             return None
     except urllib.error.HTTPError as answer:
-        status = answer.code
         try:
             said = server_message(answer.read())
         except OSError:
             said = ""
-        if status in _ABSENT_STATUSES or (status == 500 and _UNCONFIGURED.search(said)):
-            return redact(f"{route} answered HTTP {status}" + (f": {said}" if said else ""))
-        return None
+        return answer.code, said
     except (urllib.error.URLError, OSError, ValueError):
-        return None  # unreachable: the run's access check and its calls say so
+        return None
 
 
 def server_message(body: bytes) -> str:
