@@ -27,6 +27,17 @@ from replay import (SHARED, published_triggers,  # noqa: E402
 
 
 
+@pytest.fixture(autouse=True)
+def _console_handlers_follow_each_tests_stderr():
+    """Prefect's console handlers, configured by an earlier in-process CLI run, write to this
+    test's standard error, not to the closed one of that run's test (console_streams.py)."""
+    import console_streams
+
+    console_streams.follow_the_current_stderr()
+    yield
+    console_streams.follow_the_current_stderr()
+
+
 @pytest.fixture(scope="session")
 def shared_data():
     """The benchmarks' real data and published results in ../shared (proactbench,
