@@ -63,7 +63,8 @@ def raw_bytes(location: str) -> bytes:
 RACE = ArtifactSpec("judgments", 1, {"responses": "r" * 64}, {"race": True})
 
 
-def _race(location: str, writer: int, barrier, results) -> None:
+def _race(location: str, writer: int, barrier, results, environment: dict[str, str]) -> None:
+    os.environ.update(environment)  # a forkserver's child has the server's, not the test's
     try:
         table = pa.table({"writer": [writer] * 500,
                           "text": [f"the verdict of writer {writer}"] * 500})
@@ -81,11 +82,16 @@ def _race(location: str, writer: int, barrier, results) -> None:
 
 
 def test_sixteen_racing_writers_leave_one_artifact_and_all_read_its_bytes(location):
-    # spawn, not fork: a fork of a process running threads (polars, Prefect's test server)
-    # can inherit a lock held mid-operation and hang.
-    context = multiprocessing.get_context("spawn")
+    # forkserver, not fork: a fork of a process running threads (polars, Prefect's test server)
+    # can inherit a lock held mid-operation and hang. The server is a fresh process that has
+    # imported the writers' modules once, so each writer starts without paying for them again.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["polars", "pyarrow", "proactflow.cache.artifacts",
+                                    "proactflow.cache.remote", "s3fs", "test_object_store"])
+    environment = {name: value for name, value in os.environ.items()
+                   if name.startswith(("AWS_", "PROACTFLOW_"))}
     barrier, results = context.Barrier(WRITERS), context.Queue()
-    workers = [context.Process(target=_race, args=(location, n, barrier, results))
+    workers = [context.Process(target=_race, args=(location, n, barrier, results, environment))
                for n in range(WRITERS)]
     for worker in workers:
         worker.start()
