@@ -86,7 +86,21 @@ def _suite_spec(suite: Suite) -> dict[str, Any]:
     return {"name": suite.name, "title": spec.title or suite.display_name, "noun": "rows",
             "columns": [[c.name, c.width, c.filter] for c in spec.columns],
             "outcome": spec.outcome_name, "extra": list(spec.extra_filters),
-            "outcomes": spec.outcomes, "outcome_width": spec.outcome_width}
+            "outcomes": spec.outcomes, "outcome_width": _outcome_width(spec.outcome_width,
+                                                                       list(spec.outcomes))}
+
+
+BADGE_CHARACTER, BADGE_ROOM = 7.5, 30
+"""A badge's width per character of its bold 12 px text, and its padding and the cell's."""
+
+
+def _outcome_width(declared: str, outcomes: list[str]) -> str:
+    """The outcome column: as wide as the suite declares, or as its longest outcome's badge
+    needs, so that no badge is cut (the video suite's "answered every turn")."""
+    if not declared.endswith("px") or not outcomes:
+        return declared
+    needed = round(BADGE_CHARACTER * max(len(o) for o in outcomes) + BADGE_ROOM)
+    return f"{max(int(float(declared[:-2])), needed)}px"
 
 
 def _evaluation_entry(evaluation: Evaluation | SuiteEvaluation, short: str,
@@ -125,8 +139,9 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
             by_suite[suite.name] = len(suites)
             suites.append(_suite_spec(suite))
         entries.append(_evaluation_entry(evaluation, short, by_suite[suite.name]))
-        assert store is not None, "other suites' evaluations are read from their store"
-        views = suite.sample_views(store, evaluation.key)
+        source = evaluation.store or store
+        assert source is not None, "other suites' evaluations are read from their store"
+        views = suite.sample_views(source, evaluation.key)
         _add_views(by_suite[suite.name], number,
                    views if only is None else (v for v in views if v.sample in only),
                    samples, details, rows, write_file)
