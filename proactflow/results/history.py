@@ -7,7 +7,7 @@ that answered (served model and system fingerprint of the responses, and of the 
 verdict of every sample with the components of its suite's history metric
 (Suite.history_samples), each group's figure and interval as computed that night, and the
 versions of the judgments and responses read, and the night before it (`previous`: a night
-deleted since is a gap, history_gaps.py). The history's scores, intervals and regressions come
+deleted since is a gap, with_gaps). The history's scores, intervals and regressions come
 from those verdicts (history_scores.py), so they stay readable after `gc` removed the
 artifacts; `gc` keeps the artifacts a night names, at the versions it read, anyway (its
 side-by-side pages read them) unless told not to. Its pages (report, viewer) are kept in `out`
@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Collection, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 import polars as pl
 
@@ -71,7 +71,7 @@ class Night:
     """Why this night's file is not used (history_checks.py), or None: a set-aside night has
     no pairs; the history shows it as a gap."""
     gone: bool = False
-    """A night whose file was deleted (history_gaps.py): a gap, `set_aside` saying so."""
+    """A night whose file was deleted (history.with_gaps): a gap, `set_aside` saying so."""
 
     @property
     def pairs(self) -> list[dict[str, Any]]:
@@ -143,13 +143,37 @@ def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, 
 def read_nights(store: ArtifactStore, *, series: str | None = None, suite: str | None = None,
                 since: datetime | None = None) -> list[Night]:
     """The recorded nights, oldest first, narrowed by series, suite and start time."""
-    from .history_gaps import with_gaps
-
     folder = f"{FOLDER}/{series_slug(series)}" if series else FOLDER
     nights = list(_nights(store, folder, suite))
     nights.sort(key=lambda n: (n.night, n.location))
     nights = with_gaps(nights, store.json_names(folder), store.location)
     return [night for night in nights if not since or night.night >= since]
+
+
+GONE = "its file was deleted (the night after names it as the one before)"
+
+
+def with_gaps(nights: list[Night], present: Collection[str],
+              location_of: Callable[[str], str] = str) -> list[Night]:
+    """`nights` (oldest first) with a gone night where a night's `previous` file (the night
+    before it, write_night) is not among `present` (the names of the series' files); a gone
+    night is a gap like a set-aside one (history_checks.py), its file missing rather than
+    unusable. `location_of` says where a name is."""
+    known = set(present)
+    gone: dict[str, Night] = {}
+    for night in nights:
+        previous = night.content.get("previous")
+        folder = f"{FOLDER}/{series_slug(night.series)}"
+        stamp = _STAMP.search(previous) if isinstance(previous, str) else None
+        if stamp is None or "/" in str(previous) or f"{folder}/{previous}" in known:
+            continue
+        moment = datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%SZ").replace(
+            tzinfo=timezone.utc)
+        gone.setdefault(str(previous), Night(night.series, night.suite, moment, {},
+                                        location_of(f"{folder}/{previous}"), GONE, gone=True))
+    if not gone:
+        return nights
+    return sorted([*nights, *gone.values()], key=lambda n: (n.night, n.location))
 
 
 def newest_nights(store: ArtifactStore, *, series: str, suite: str | None = None

@@ -19,9 +19,8 @@ from typing import Any, Collection, Iterable
 
 import polars as pl
 
-from .history import Night
+from .history import Night, with_gaps
 from .history_checks import metric_of, pair_frame
-from .history_gaps import with_gaps
 from .history_bootstrap import AFTER, night_figure, paired_delta, paired_interval
 
 
@@ -198,7 +197,7 @@ def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float,
                    present: Collection[str] = ()) -> list[Finding]:
     """`findings_of` the night that `run_id` recorded, reading its series (newest first) only
     back to the latest earlier night of each of its pairs, not the whole series; `present`: the
-    names of the series' files, for the nights gone between (history_gaps.py)."""
+    names of the series' files, for the nights gone between (history.with_gaps)."""
     read: list[Night] = []
     waiting: list[dict[str, Any]] | None = None  # its pairs still without an earlier night
     for night in newest_first:
@@ -224,7 +223,7 @@ def history_table(nights: list[Night]) -> pl.DataFrame:
     """One row per night, (model, judge) and group: the score with its interval, the point's
     label, the snapshots, whether the judge changed since the pair's previous night (a break),
     and links to that night's report and viewer. A gap is one row: a night set aside
-    (history_checks.py) or gone (history_gaps.py), its `gap` saying which, its `set_aside`
+    (history_checks.py) or gone (history.with_gaps), its `gap` saying which, its `set_aside`
     which file and why."""
     rows: list[dict[str, Any]] = []
     for index, night in enumerate(nights):
