@@ -86,8 +86,7 @@ def _suite_spec(suite: Suite) -> dict[str, Any]:
     return {"name": suite.name, "title": spec.title or suite.display_name, "noun": "rows",
             "columns": [[c.name, c.width, c.filter] for c in spec.columns],
             "outcome": spec.outcome_name, "extra": list(spec.extra_filters),
-            "outcomes": spec.outcomes, "outcome_width": _outcome_width(spec.outcome_width,
-                                                                       list(spec.outcomes))}
+            "outcomes": spec.outcomes, "outcome_width": spec.outcome_width}
 
 
 BADGE_CHARACTER, BADGE_ROOM = 7.5, 30
@@ -151,6 +150,15 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
         "short_judges": short_names([e.judge for e in everything]),
         "samples": samples, "outcomes": [], "rows": rows,
     }
+    # Each suite's outcome column as wide as the longest badge its rows show (an outcome its
+    # spec does not list, such as "environment_crash", included): no badge is cut.
+    shown: dict[int, set[str]] = {}
+    for row in rows:
+        shown.setdefault(samples[row[0]][0], set()).add(str(row[3]))
+    index["suites"] = [
+        {**spec, "outcome_width": _outcome_width(spec["outcome_width"],
+                                                 [*spec["outcomes"], *shown.get(place, ())])}
+        for place, spec in enumerate(suites)]
     # Each row's outcome as a number into one list: 120,000 rows stay a few hundred kB.
     numbers: dict[str, int] = {}
     for row in rows:
