@@ -1,1 +1,2 @@
-"""The content-addressed artifact store and the per-call response cache."""
+"""The content-addressed artifact store (with a night's view of it: pinned.py) and the per-call
+response cache."""

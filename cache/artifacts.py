@@ -275,6 +275,10 @@ class ArtifactStore:
                          key=lambda entry: entry.name, reverse=last_first)
         return ((entry, self._storage.read(entry.name)) for entry in entries)
 
+    def json_names(self, folder: str) -> list[str]:
+        """The names of the `.json` files under `folder`, sorted; none is read."""
+        return sorted(e.name for e in self._storage.files(folder) if e.name.endswith(".json"))
+
     def remove_record(self, name: str) -> None:
         """Remove the run record `runs/<name>.json`."""
         self._storage.remove(f"runs/{name}.json")

@@ -24,9 +24,10 @@ from proactflow.prefect_server.interrupted import note_flow_run
 from proactflow.flows.evaluate import evaluate
 from proactflow.providers.litellm_setup import set_up_litellm
 from proactflow.run.pipeline import suite_of
-from proactflow.results.history import now, series_slug
+from proactflow.results.history import night_name, now, series_slug
 from proactflow.results.history_page import add_to_report, findings_section
 from proactflow.results.history_scores import Finding
+from proactflow.results.night_pages import night_folder
 from proactflow.run.progress import coverage_problem, located_causes
 from proactflow.suites import found_by_other_processes
 from proactflow.sweeps.deployed import run_evaluations
@@ -144,16 +145,20 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     for finding in findings:
         logger.warning("%s", finding.line())
     emit_findings(findings)
+    # The night's own copies (results/night_pages.py) beside the latest, in `out`.
+    own = night_folder(out, night_name(night, run_id)) if out is not None and pairs else None
     if out is not None:
-        add_to_report(out / "report.html",
-                      findings_section(findings, [c.line() for c in changed]))
+        section = findings_section(findings, [c.line() for c in changed])
+        for folder in (out, own) if own is not None else (out,):
+            add_to_report(folder / "report.html", section)
     # Stable keys per series: the Prefect UI shows each night's version of them one after the
     # other, and two series never overwrite each other's. A sweep without a name is the series
     # "sweep": sweep-leaderboard and sweep-report, as before series had names.
     series = series_slug(config.name)
     if board is not None and out is not None:
-        await acreate_link_artifact(key=f"{series}-report",
-                                    link=(out / "report.html").resolve().as_uri(),
+        report = own / "report.html" if own is not None and (own / "report.html").exists() \
+            else out / "report.html"
+        await acreate_link_artifact(key=f"{series}-report", link=report.resolve().as_uri(),
                                     link_text="report.html",
                                     description=f"{suite.display_name} sweep report")
     headline = suite.headline(board) if board is not None else ([], [])
@@ -170,6 +175,8 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "sweep.md", markdown.encode())
+        if own is not None and own.is_dir():
+            write_atomic(own / "sweep.md", markdown.encode())
     return {"leaderboard": board.to_dicts() if board is not None else [], "failures": failures,
             "succeeded": len(finished), "summary": summary,
             "findings": [f.as_dict() for f in findings],

@@ -151,6 +151,33 @@ def test_a_bad_night_is_set_aside_and_the_history_shows_the_gap(tmp_path, capsys
     assert "set aside" in (tmp_path / "h" / "history.html").read_text()
 
 
+def test_a_deleted_night_is_a_gap_and_the_finding_across_it_says_so(tmp_path, capsys):
+    """Each night names the one before it: a night whose file was deleted shows where it was,
+    on the console, in history.csv and on the page, and the finding that compares the nights
+    on either side says they are not consecutive."""
+    store = ArtifactStore(tmp_path / "store")
+    record(store, 1, pair(good()))
+    record(store, 2, pair(good()))
+    record(store, 3, pair(worse()))
+    night_file(tmp_path / "store", 2).unlink()
+    nights = read_nights(store)
+    assert [(n.night.day, n.gone) for n in nights] == [(1, False), (2, True), (3, False)]
+    [overall] = [f for f in all_findings(nights) if f.group == "OVERALL"]
+    assert overall.skipped == ["2026-11-02 02:00 gone"]
+    assert "2026-11-01 02:00 (r1, m-snap (f)) -> 2026-11-03 02:00 (r1, m-snap (f)) (not " \
+           "consecutive: 2026-11-02 02:00 gone between)" in overall.line()
+
+    capsys.readouterr()
+    assert run_cli("history", ["--store", str(tmp_path / "store"), "--out",
+                               str(tmp_path / "h")]) == 0
+    printed = capsys.readouterr().out
+    assert len(said(printed, "night gone: its file was deleted")) == 1
+    assert "not consecutive: 2026-11-02 02:00 gone between" in printed
+    csv = pl.read_csv(tmp_path / "h" / "history.csv")
+    assert csv.filter(pl.col("gap").is_not_null())["gap"].to_list() == ["gone"]
+    assert "gone: " in (tmp_path / "h" / "history.html").read_text()
+
+
 def test_a_labelled_run_after_a_truncated_night_compares_with_the_older_one(
         fake, tmp_path, capsys, monkeypatch):
     model = NightlyModel()

@@ -253,10 +253,14 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert overall.samples == len(scored_before)
     report = (tmp_path / "night4" / "report.html").read_text()
     assert "Since the night before" in report
-    # The changed triggers side by side: a viewer of nights 3 and 4 holding only them.
-    compare = (tmp_path / "night4" / "compare" / "1" / "index.html").resolve().as_uri()
+    # The changed triggers side by side: a viewer of nights 3 and 4 holding only them, in the
+    # night's own folder (and, for the latest night, where it always was).
+    own = Path(nights[3].location).stem
+    side = tmp_path / "night4" / "nights" / own / "compare" / "1"
+    compare = (side / "index.html").resolve().as_uri()
     assert f"([side by side]({compare}#t=" in summary and f'href="{compare}#t=' in report
-    details = list((tmp_path / "night4" / "compare" / "1" / "data").glob("t*.js"))
+    assert (tmp_path / "night4" / "compare" / "1" / "index.html").exists()
+    details = list((side / "data").glob("t*.js"))
     assert len(details) == len(overall.changed)
     assert all(d.read_text().count('"response":') == 2 for d in details)
 
@@ -290,7 +294,7 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     page = (history_out / "history.html").read_text()
     assert page.count("<svg") == table["group"].n_unique()
     assert "<polygon" in page and "ckpt-4, nightly (fp-2)" in page
-    assert (tmp_path / "night4" / "report.html").resolve().as_uri() in page
+    assert (tmp_path / "night4" / "nights" / own / "report.html").resolve().as_uri() in page
     if chromium_path() is not None or os.environ.get("CI") == "true":
         _look_at(history_out / "history.html", table, tmp_path)
 
@@ -375,4 +379,6 @@ def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeyp
     assert table["point"].str.slice(0, 6).to_list() == ["ckpt-1", "ckpt-2"]
     assert table["score"][1] < table["score"][0]
     page = (tmp_path / "history" / "history.html").read_text()
-    assert "<svg" in page and (tmp_path / "day2" / "metrics.json").resolve().as_uri() in page
+    # The run's main export as it was that night, kept in the night's own folder.
+    kept = tmp_path / "day2" / "nights" / Path(nights[1].location).stem / "metrics.json"
+    assert "<svg" in page and kept.resolve().as_uri() in page and kept.exists()

@@ -252,7 +252,8 @@ def test_the_changed_samples_of_a_regression_side_by_side(tmp_path, prefect_serv
         data = json.loads(text[text.index(",") + 1:text.rindex(")")])
         assert [r["evaluation"] for r in data["results"]] == [0, 1]  # both nights, in order
     index = page.read_text(encoding="utf-8")
-    assert "openai/agent judged by openai/reward · night 1" in index and "· night 2" in index
+    assert "openai/agent judged by openai/reward · before · night 1" in index
+    assert "openai/agent judged by openai/reward · after · night 2" in index
     # A night that read another version of its judgments (a later --refresh wrote the one the
     # store serves now) gets no page: it would show what that night did not see.
     read = [n.pairs[0]["judgments_version"] for n in nights]

@@ -215,3 +215,66 @@ def test_a_link_still_opens_a_proactbench_trigger_and_the_suite_chooser_switches
             "question", "part", "turns", "evaluation", "outcome"]
         page.evaluate("history.back()")
         page.wait_for(f"document.getElementById('detail').innerText.includes('{voyage}')")
+
+
+@needs_chromium
+def test_a_multimodal_sample_with_two_evaluations_shows_both_uncut(store, tmp_path):
+    """Two evaluations of one multimodal sample (the side-by-side page of two nights is such a
+    viewer) in the 1,400-pixel window: each card whole inside the detail pane, side by side
+    when they fit, else one under the other; screenshot docs/images/viewer-mllm-two.png."""
+    from dataclasses import replace
+
+    from proactflow.cache.artifacts import ArtifactStore
+    from proactflow.results.suite_evaluations import suite_evaluation
+    from proactflow.results.viewer import write_viewer
+    from proactflow.suites import get_suite
+
+    artifacts = ArtifactStore(store)
+    suite = get_suite("proactivebench-mllm")
+    key = sorted(artifacts.keys(suite.stages.judgments))[0]
+    evaluation = suite_evaluation(suite, artifacts, key)
+    assert evaluation is not None
+    out = tmp_path / "two"
+    write_viewer([], out, [replace(evaluation, label=f"{evaluation.base_label} · {when}")
+                           for when in ("before · 2026-11-02 02:00", "after · 2026-11-03 02:00")],
+                 artifacts)
+    index = index_of(out)
+    coco = next(s[1] for s in index["samples"] if s[2] == "COCO")
+    with Browser(f"{(out / 'index.html').resolve().as_uri()}#s=proactivebench-mllm&t={coco}"
+                 ) as page:
+        page.wait_for("document.querySelectorAll('#sides .side').length === 2")
+        page.wait_for("[...document.querySelectorAll('#detail img')].every(i => i.complete)")
+        pane = page.evaluate("(() => { const r = document.getElementById('detail')"
+                             ".getBoundingClientRect(); return [r.left, r.right]; })()")
+        cards = page.evaluate("[...document.querySelectorAll('#sides .side')].map(s => { "
+                              "const r = s.getBoundingClientRect(); "
+                              "return [r.left, r.right, r.top, r.width]; })")
+        for left, right, _, width in cards:
+            assert pane[0] <= left and right <= pane[1] + 0.5 and width > 200, (pane, cards)
+        (first_left, _, first_top, _), (second_left, _, second_top, _) = cards
+        assert second_left > first_left or second_top > first_top  # beside, or under
+        # Nothing reaches past its card: the lines of facts wrap, images and tables fit.
+        assert page.evaluate("[...document.querySelectorAll('#sides .side')].every(s => "
+                             "s.scrollWidth <= s.clientWidth + 1)")
+        # The list's badges whole, an outcome the suite's spec does not list included.
+        assert page.evaluate("[...document.querySelectorAll('#list tbody .badge')].filter(b => "
+                             "b.getBoundingClientRect().right > "
+                             "b.parentElement.getBoundingClientRect().right - 1).length") == 0
+        headings = page.evaluate("[...document.querySelectorAll('#sides .side h3')]"
+                                 ".map(h => h.textContent)")
+        assert any("before" in h for h in headings) and any("after" in h for h in headings)
+        shots = Path(os.environ.get("PROACTFLOW_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(shots / "viewer-mllm-two.png")
+
+
+@needs_chromium
+def test_the_video_lists_outcome_badges_are_not_cut(viewer):
+    with Browser(f"{(viewer / 'index.html').resolve().as_uri()}#s=proactivebench-video") \
+            as page:
+        page.wait_for("document.querySelectorAll('#list tbody .badge').length > 0")
+        cut = page.evaluate("[...document.querySelectorAll('#list tbody .badge')].filter(b => "
+                            "b.getBoundingClientRect().right > "
+                            "b.parentElement.getBoundingClientRect().right - 1)"
+                            ".map(b => b.textContent)")
+        assert cut == []

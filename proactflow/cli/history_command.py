@@ -88,7 +88,10 @@ def history_command(args: argparse.Namespace) -> int:
     table = history_table(nights)
     findings = with_comparisons(store, Path(args.out), all_findings(nights))
     for night in nights:
-        if night.set_aside:
+        if night.gone:
+            print(f"{night.date}  {night.suite or night.series}  night gone: {night.set_aside} "
+                  f"({night.location})")
+        elif night.set_aside:
             print(f"{night.date}  {night.suite or night.series}  night set aside: "
                   f"{night.set_aside} ({night.location})")
     for row in widest_groups(table.filter(pl.col("set_aside").is_null())).iter_rows(named=True):

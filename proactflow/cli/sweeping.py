@@ -117,7 +117,9 @@ def sweep_command(args: argparse.Namespace) -> int:
         print(f"{finding['kind'].upper():<12}{finding['model']} judged by {finding['judge']} "
               f"({where}): {finding['metric']} {100 * finding['delta']:+.1f} points "
               f"[{100 * finding['ci_low']:+.1f}, {100 * finding['ci_high']:+.1f}], "
-              f"{len(finding['changed'])} samples changed verdict")
+              f"{len(finding['changed'])} samples changed verdict"
+              + (f" ({finding['before']} -> {finding['after']}, not consecutive: "
+                 f"{'; '.join(finding['skipped'])} between)" if finding.get("skipped") else ""))
     return 1 if failures or (regressions and args.fail_on_regression) else 0
 
 

@@ -6,9 +6,12 @@ self-contained: for each (model, judge) evaluated that night, the artifact keys,
 that answered (served model and system fingerprint of the responses, and of the judge), the
 verdict of every sample with the components of its suite's history metric
 (Suite.history_samples), each group's figure and interval as computed that night, and the
-version of the judgments read. The history's scores, intervals and regressions come from those
-verdicts (history_scores.py), so they stay readable after `gc` removed the artifacts; `gc`
-keeps the artifacts a night names anyway (its viewer links need them) unless told not to.
+versions of the judgments and responses read, and the night before it (`previous`: a night
+deleted since is a gap, with_gaps). The history's scores, intervals and regressions come
+from those verdicts (history_scores.py), so they stay readable after `gc` removed the
+artifacts; `gc` keeps the artifacts a night names, at the versions it read, anyway (its
+side-by-side pages read them) unless told not to. Its pages (report, viewer) are kept in `out`
+(night_pages.py).
 
 "Now" is `PROACTFLOW_NOW` (an ISO time) when set: nightly sweeps can be replayed on a fake
 clock.
@@ -23,7 +26,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Collection, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 import polars as pl
 
@@ -67,6 +70,8 @@ class Night:
     set_aside: str | None = None
     """Why this night's file is not used (history_checks.py), or None: a set-aside night has
     no pairs; the history shows it as a gap."""
+    gone: bool = False
+    """A night whose file was deleted (history.with_gaps): a gap, `set_aside` saying so."""
 
     @property
     def pairs(self) -> list[dict[str, Any]]:
@@ -116,14 +121,22 @@ def samples_record(samples: pl.DataFrame) -> dict[str, list[Any]]:
     return record
 
 
+def night_name(night: datetime, run_id: str) -> str:
+    """A night's name: its file's (`<name>.json`) and its pages' folder (night_pages.py)."""
+    return f"{night.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{run_id[:8]}"
+
+
 def write_night(store: ArtifactStore, series: str, suite: str, night: datetime, run_id: str,
                 pairs: list[dict[str, Any]], links: dict[str, str | None],
                 extra: dict[str, Any] | None = None) -> str:
-    """Record a night of `series`; returns where it is."""
-    stamp = night.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    name = f"{FOLDER}/{series_slug(series)}/{stamp}-{run_id[:8]}.json"
+    """Record a night of `series`; returns where it is. The night names the file of the night
+    before it in the series (`previous`), so that a night deleted since shows as a gap."""
+    folder = f"{FOLDER}/{series_slug(series)}"
+    name = f"{folder}/{night_name(night, run_id)}.json"
+    previous = max((other for other in store.json_names(folder) if other < name), default=None)
     return store.write_json(name, {"series": series, "suite": suite,
                                    "night": night.isoformat(), "run_id": run_id,
+                                   "previous": previous.rsplit("/", 1)[-1] if previous else None,
                                    **links, **(extra or {}), "pairs": pairs}, compact=True)
 
 
@@ -131,10 +144,36 @@ def read_nights(store: ArtifactStore, *, series: str | None = None, suite: str |
                 since: datetime | None = None) -> list[Night]:
     """The recorded nights, oldest first, narrowed by series, suite and start time."""
     folder = f"{FOLDER}/{series_slug(series)}" if series else FOLDER
-    nights = [night for night in _nights(store, folder, suite)
-              if not since or night.night >= since]
+    nights = list(_nights(store, folder, suite))
     nights.sort(key=lambda n: (n.night, n.location))
-    return nights
+    nights = with_gaps(nights, store.json_names(folder), store.location)
+    return [night for night in nights if not since or night.night >= since]
+
+
+GONE = "its file was deleted (the night after names it as the one before)"
+
+
+def with_gaps(nights: list[Night], present: Collection[str],
+              location_of: Callable[[str], str] = str) -> list[Night]:
+    """`nights` (oldest first) with a gone night where a night's `previous` file (the night
+    before it, write_night) is not among `present` (the names of the series' files); a gone
+    night is a gap like a set-aside one (history_checks.py), its file missing rather than
+    unusable. `location_of` says where a name is."""
+    known = set(present)
+    gone: dict[str, Night] = {}
+    for night in nights:
+        previous = night.content.get("previous")
+        folder = f"{FOLDER}/{series_slug(night.series)}"
+        stamp = _STAMP.search(previous) if isinstance(previous, str) else None
+        if stamp is None or "/" in str(previous) or f"{folder}/{previous}" in known:
+            continue
+        moment = datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%SZ").replace(
+            tzinfo=timezone.utc)
+        gone.setdefault(str(previous), Night(night.series, night.suite, moment, {},
+                                        location_of(f"{folder}/{previous}"), GONE, gone=True))
+    if not gone:
+        return nights
+    return sorted([*nights, *gone.values()], key=lambda n: (n.night, n.location))
 
 
 def newest_nights(store: ArtifactStore, *, series: str, suite: str | None = None
@@ -191,8 +230,15 @@ def needed_keys(store: ArtifactStore) -> set[tuple[str | None, str]]:
     folders (`Suite.stages`): what `gc` keeps for the history. A night of a suite this process
     cannot load (a plugin since uninstalled) names its keys with stage None: kept in whatever
     folder holds them (a key is a content hash, so it names one artifact)."""
+    return set(needed_versions(store))
+
+
+def needed_versions(store: ArtifactStore) -> dict[tuple[str | None, str], set[int]]:
+    """`needed_keys`, each with the versions of it the nights read (`judgments_version`,
+    `responses_version`; none recorded: an empty set): a refresh wrote newer ones beside them,
+    and the night's side-by-side pages read these (cache/pinned.py), so `gc` keeps them."""
     folders: dict[str, tuple[str, str] | None] = {}
-    needed: set[tuple[str | None, str]] = set()
+    needed: dict[tuple[str | None, str], set[int]] = {}
     for night in read_nights(store):
         if night.suite not in folders:
             folders[night.suite] = _stage_folders(night.suite)
@@ -200,8 +246,21 @@ def needed_keys(store: ArtifactStore) -> set[tuple[str | None, str]]:
         for pair in night.pairs:
             for index, field in enumerate(("judgments", "responses")):
                 if pair.get(field):
-                    needed.add((stages[index] if stages else None, str(pair[field])))
+                    versions = needed.setdefault(
+                        (stages[index] if stages else None, str(pair[field])), set())
+                    if isinstance(pair.get(f"{field}_version"), int):
+                        versions.add(pair[f"{field}_version"])
     return needed
+
+
+def pins_of(suite: str, pair: dict[str, Any]) -> dict[tuple[str, str], int]:
+    """(stage, key) -> the version a night's pair read, for a PinnedStore (cache/pinned.py)."""
+    stages = _stage_folders(suite)
+    if stages is None:
+        return {}
+    return {(stage, str(pair[field])): pair[f"{field}_version"]
+            for stage, field in zip(stages, ("judgments", "responses"))
+            if pair.get(field) and isinstance(pair.get(f"{field}_version"), int)}
 
 
 def _stage_folders(suite_name: str) -> tuple[str, str] | None:

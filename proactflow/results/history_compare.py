@@ -2,12 +2,15 @@
 two nights' evaluations holding only the samples that changed verdict, where each sample shows
 both nights' responses and verdicts next to each other.
 
-One page per pair of nights, `<out>/compare/<n>/index.html`, shared by the findings of every
-group of that pair; each changed sample links to its place in it. Pages an earlier report left
-under `<out>/compare/` that this one does not link are removed: a reader opening the folder
-finds only this report's pairs. A night whose artifacts are
-gone (`gc --forget-history`), or whose judgments a later `--refresh` replaced by another version
-(the store serves the newest), has no page: its findings keep their verdicts, without the link.
+One page per pair of nights, `<out>/compare/<n>/index.html` (a sweep's `<out>` is the night's
+own folder, night_pages.py), shared by the findings of every group of that pair; each changed
+sample links to its place in it, and each card says "before" or "after" with its night's date,
+time and snapshot. Each night is read as it was: its judgments and responses at the versions it
+read (cache/pinned.py), though a later `--refresh` or `refresh_on_change` wrote newer ones beside
+them under the same key. Pages an earlier report left under `<out>/compare/` that this one does
+not link are removed: a reader opening the folder finds only this report's pairs. A night whose
+artifacts are gone (`gc --forget-history`) has no page: its findings keep their verdicts,
+without the link.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..cache.artifacts import ArtifactStore
+from ..cache.pinned import PinnedStore
 from ..suites import get_suite
 from ..suites.base import Suite
 from .evaluations import evaluation_of
@@ -28,30 +32,42 @@ from .viewer import write_viewer
 FOLDER = "compare"
 
 
+def _read_as(store: ArtifactStore, suite: Suite, key: str, version: int | None,
+             responses: tuple[str, int] | None) -> ArtifactStore:
+    """The store as a night read it: its judgments (and responses) at the versions it read,
+    though a later refresh wrote newer ones beside them (None: not recorded, the newest)."""
+    pins = {} if version is None else {(suite.stages.judgments, key): version}
+    if responses is not None:
+        pins[(suite.stages.responses, responses[0])] = responses[1]
+    return PinnedStore(store, pins) if pins else store
+
+
 def _write(store: ArtifactStore, suite: Suite, folder: Path, findings: list[Finding]
            ) -> Path | None:
     first = findings[0]
     only = {suite.history_view_sample(c["sample"]) for f in findings for c in f.changed}
     if not only or not all(first.evaluations):
         return None
-    labels = (first.before, first.after)
+    # Each card: before or after, its night's date and time, and the snapshot that answered.
+    labels = (f"before · {first.before}", f"after · {first.after}")
+    read = [_read_as(store, suite, key, version, responses) for key, version, responses
+            in zip(first.evaluations, first.versions, first.responses_read)]
     try:
-        if any(version is not None
-               and store.get_by_key(suite.stages.judgments, key).version != version
-               for key, version in zip(first.evaluations, first.versions)):
-            return None  # not what that night read: a page would show another night's
         if suite.evaluations_with_triggers:
-            found = [evaluation_of(store, key) for key in first.evaluations]
+            found = [evaluation_of(night, key) for night, key in zip(read, first.evaluations)]
             if any(e is None for e in found):
                 return None
             return write_viewer([replace(e, label=f"{e.base_label} · {label}")
                                  for e, label in zip(found, labels) if e is not None],
                                 folder, only=only)
-        others = [suite_evaluation(suite, store, key) for key in first.evaluations]
-        return write_viewer([], folder, [replace(e, label=f"{e.base_label} · {label}")
-                                         for e, label in zip(others, labels) if e is not None],
+        others = [suite_evaluation(suite, night, key)
+                  for night, key in zip(read, first.evaluations)]
+        return write_viewer([], folder, [replace(e, label=f"{e.base_label} · {label}",
+                                                 store=night)
+                                         for e, label, night in zip(others, labels, read)
+                                         if e is not None],
                             store, only=only)
-    except FileNotFoundError:  # an artifact the night names is gone
+    except FileNotFoundError:  # an artifact, or the version of it, the night read is gone
         return None
 
 
@@ -59,10 +75,10 @@ def with_comparisons(store: ArtifactStore, out: Path, findings: list[Finding]
                      ) -> list[Finding]:
     """Write the side-by-side pages of `findings` under `out`; returns the findings with the
     page in `links["side_by_side"]` and each changed sample's place in it as its `view`."""
-    groups: dict[tuple[str, str], list[Finding]] = {}
+    groups: dict[tuple[object, ...], list[Finding]] = {}
     for finding in findings:
-        groups.setdefault(finding.evaluations, []).append(finding)
-    pages: dict[tuple[str, str], str | None] = {}
+        groups.setdefault(_read_pair(finding), []).append(finding)
+    pages: dict[tuple[object, ...], str | None] = {}
     kept: set[str] = set()
     for number, (pair, group) in enumerate(groups.items(), start=1):
         written = _write(store, get_suite(group[0].suite), out / FOLDER / str(number), group)
@@ -72,7 +88,7 @@ def with_comparisons(store: ArtifactStore, out: Path, findings: list[Finding]
     _remove_unlinked(out / FOLDER, kept)
     linked = []
     for finding in findings:
-        page = pages[finding.evaluations]
+        page = pages[_read_pair(finding)]
         if page is None:
             linked.append(finding)
             continue
@@ -82,6 +98,12 @@ def with_comparisons(store: ArtifactStore, out: Path, findings: list[Finding]
         linked.append(replace(finding, changed=changed,
                               links={**finding.links, "side_by_side": page}))
     return linked
+
+
+def _read_pair(finding: Finding) -> tuple[object, ...]:
+    """What the two nights of a finding read: one page per such pair (a refresh keeps the key
+    and changes the version)."""
+    return (finding.evaluations, finding.versions, finding.responses_read)
 
 
 def _remove_unlinked(folder: Path, kept: set[str]) -> None:

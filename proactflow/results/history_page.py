@@ -124,14 +124,15 @@ def _findings(findings: list[Finding]) -> str:
 
 
 def _nights_table(table: pl.DataFrame) -> str:
-    nights = table.select("series", "night", "report", "viewer", "set_aside").unique(
+    nights = table.select("series", "night", "report", "viewer", "set_aside", "gap").unique(
         maintain_order=True).sort("night")
     rows = []
-    for series, night, report, viewer, set_aside in nights.rows():
+    for series, night, report, viewer, set_aside, gap in nights.rows():
         cells = [html.escape(night[:16].replace("T", " ")), html.escape(series),
                  f'<a href="{html.escape(report)}">report</a>' if report else "–",
                  f'<a href="{html.escape(viewer)}">viewer</a>' if viewer else "–",
-                 f"set aside: {html.escape(set_aside)}" if set_aside else ""]
+                 f"{html.escape(gap or 'set aside')}: {html.escape(set_aside)}"
+                 if set_aside else ""]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ("<table><thead><tr><th>night</th><th>series</th><th>report</th><th>viewer</th>"
             f"<th>note</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")

@@ -14,12 +14,12 @@ no finding is drawn across that break, and the history marks it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Collection, Iterable
 
 import polars as pl
 
-from .history import Night
+from .history import Night, with_gaps
 from .history_checks import metric_of, pair_frame
 from .history_bootstrap import AFTER, night_figure, paired_delta, paired_interval
 
@@ -88,13 +88,21 @@ class Finding:
     versions: tuple[int | None, int | None] = (None, None)
     """The versions of those artifacts the nights read (artifact.Artifact.version; None: not
     recorded)."""
+    responses_read: tuple[tuple[str, int] | None, tuple[str, int] | None] = (None, None)
+    """The responses key and version each night read (None: not recorded)."""
+    skipped: list[str] = field(default_factory=list)
+    """The nights between the two compared (gone, set aside, or without this pair): they are
+    not consecutive."""
 
     def line(self) -> str:
         where = ", ".join(part for part in (self.suite, self.variant, self.group) if part)
         return (f"{self.kind.upper()}: {self.model} judged by {self.judge} ({where}): "
                 f"{self.metric} {100 * self.delta:+.1f} points [{100 * self.ci_low:+.1f}, "
                 f"{100 * self.ci_high:+.1f}] over {self.samples} samples both nights scored, "
-                f"{self.before} -> {self.after}; {len(self.changed)} changed verdict")
+                f"{self.before} -> {self.after}"
+                + (f" (not consecutive: {'; '.join(self.skipped)} between)"
+                   if self.skipped else "")
+                + f"; {len(self.changed)} changed verdict")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,8 +150,15 @@ def compare(series: str, suite: str, before: tuple[Night, dict[str, Any]],
              "after_viewer": night_b.content.get("viewer")},
             metric.name, str(pair_b.get("variant") or ""),
             (str(pair_a.get("judgments") or ""), str(pair_b.get("judgments") or "")),
-            (pair_a.get("judgments_version"), pair_b.get("judgments_version"))))
+            (pair_a.get("judgments_version"), pair_b.get("judgments_version")),
+            (_responses_read(pair_a), _responses_read(pair_b))))
     return findings
+
+
+def _responses_read(pair: dict[str, Any]) -> tuple[str, int] | None:
+    version = pair.get("responses_version")
+    return (str(pair["responses"]), version) if pair.get("responses") and isinstance(
+        version, int) else None
 
 
 def _previous(nights: list[Night], index: int, pair: dict[str, Any]
@@ -157,19 +172,32 @@ def _previous(nights: list[Night], index: int, pair: dict[str, Any]
 
 def findings_of(nights: list[Night], index: int, threshold: float) -> list[Finding]:
     """The findings of night `index` against the latest earlier night of each of its pairs
-    (nights of one series and suite, oldest first)."""
+    (nights of one series and suite, oldest first); each names the nights between the two it
+    compares, if any."""
     night, found = nights[index], []
     for pair in night.pairs:
         previous = _previous(nights, index, pair)
         if previous is not None:
-            found += compare(night.series, night.suite, previous, (night, pair), threshold)
+            start = next(i for i in range(index - 1, -1, -1) if nights[i] is previous[0])
+            between = [_skipped(n) for n in nights[start + 1:index]]
+            found += [replace(f, skipped=between) if between else f for f in
+                      compare(night.series, night.suite, previous, (night, pair), threshold)]
     return found
 
 
-def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float
-                   ) -> list[Finding]:
+def _skipped(night: Night) -> str:
+    if night.gone:
+        return f"{night.date} gone"
+    if night.set_aside:
+        return f"{night.date} set aside"
+    return f"{night.date} without this pair"
+
+
+def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float,
+                   present: Collection[str] = ()) -> list[Finding]:
     """`findings_of` the night that `run_id` recorded, reading its series (newest first) only
-    back to the latest earlier night of each of its pairs, not the whole series."""
+    back to the latest earlier night of each of its pairs, not the whole series; `present`: the
+    names of the series' files, for the nights gone between (history.with_gaps)."""
     read: list[Night] = []
     waiting: list[dict[str, Any]] | None = None  # its pairs still without an earlier night
     for night in newest_first:
@@ -184,6 +212,8 @@ def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float
     if waiting is None:
         raise ValueError(f"no night of run {run_id} in the series")
     read.reverse()
+    if present:
+        read = with_gaps(read, present)
     index = next(i for i, n in reversed(list(enumerate(read)))
                  if n.content.get("run_id") == run_id)
     return findings_of(read, index, threshold)
@@ -192,14 +222,16 @@ def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float
 def history_table(nights: list[Night]) -> pl.DataFrame:
     """One row per night, (model, judge) and group: the score with its interval, the point's
     label, the snapshots, whether the judge changed since the pair's previous night (a break),
-    and links to that night's report and viewer. A night set aside (history_checks.py) is one
-    row, its `set_aside` saying which file and why."""
+    and links to that night's report and viewer. A gap is one row: a night set aside
+    (history_checks.py) or gone (history.with_gaps), its `gap` saying which, its `set_aside`
+    which file and why."""
     rows: list[dict[str, Any]] = []
     for index, night in enumerate(nights):
-        if night.set_aside:  # a gap: the night's row says it was set aside, and why
+        if night.set_aside:  # a gap: the night's row says it was set aside or gone, and why
             rows.append({"series": night.series, "suite": night.suite,
                          "night": night.night.isoformat(), "judge_changed": False,
-                         "set_aside": f"{night.location}: {night.set_aside}"})
+                         "set_aside": f"{night.location}: {night.set_aside}",
+                         "gap": "gone" if night.gone else "set aside"})
         for pair in night.pairs:
             previous = _previous(nights, index, pair)
             broken = previous is not None and judge_break(previous[1], pair)
@@ -214,14 +246,14 @@ def history_table(nights: list[Night]) -> pl.DataFrame:
                     "judge_snapshot": snapshot_text(pair.get("judge_snapshot")),
                     "judge_changed": broken, **score,
                     "report": night.content.get("report"),
-                    "viewer": night.content.get("viewer"), "set_aside": None})
+                    "viewer": night.content.get("viewer"), "set_aside": None, "gap": None})
     schema = {"series": pl.String, "suite": pl.String, "night": pl.String, "model": pl.String,
               "judge": pl.String, "variant": pl.String, "point": pl.String,
               "revision": pl.String, "snapshot": pl.String, "judge_snapshot": pl.String,
               "judge_changed": pl.Boolean, "group": pl.String, "metric": pl.String,
               "evaluated": pl.Int64, "score": pl.Float64,
               "ci_low": pl.Float64, "ci_high": pl.Float64, "report": pl.String,
-              "viewer": pl.String, "set_aside": pl.String}
+              "viewer": pl.String, "set_aside": pl.String, "gap": pl.String}
     return pl.DataFrame(rows, schema=schema)
 
 

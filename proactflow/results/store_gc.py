@@ -9,10 +9,11 @@ What stays:
   record is written at its end) keeps what it has made or is reading;
 - every artifact a night of the sweeps' history names (`history/`), unless told to forget
   them (`keep_history=False`): the history itself is never removed, and its scores need no
-  artifact, but its links to each night's viewer do.
+  artifact, but its side-by-side pages do.
 
 Of a kept artifact, the versions a newer one replaced (an incomplete output since completed, a
-version a --refresh asked again) go once that newer one is past the grace period too.
+version a --refresh asked again) go once that newer one is past the grace period too, but for
+the version a night of the history read (its side-by-side pages show what it read).
 
 A run may reuse an artifact between the plan and the removal: each one is looked at again
 right before its files go, and one used meanwhile is kept (a run that still finds it gone,
@@ -34,7 +35,7 @@ from ..cache.artifacts import ArtifactStore, StoredKey
 from ..cache.storage import Entry
 from ..common.errors import UserError
 from ..run.run_records import RunRecord, read_records
-from .history import needed_keys
+from .history import needed_versions
 
 GRACE = timedelta(hours=24)
 
@@ -90,12 +91,17 @@ def _runs_to_remove(records: list[RunRecord], keep_latest: int | None,
 
 
 def _named_by_history(store: ArtifactStore, by_key: dict[tuple[str, str], StoredKey]
-                      ) -> list[tuple[str, str]]:
+                      ) -> dict[tuple[str, str], set[int]]:
     """The stored artifacts the history's nights name, in their suites' own stage folders (a
-    night of a suite that cannot be loaded: its keys in any folder)."""
-    named = needed_keys(store)
-    anywhere = {key for stage, key in named if stage is None}
-    return sorted(name for name in by_key if name in named or name[1] in anywhere)
+    night of a suite that cannot be loaded: its keys in any folder), each with the versions
+    the nights read (kept though a refresh replaced them: the nights' pages show them)."""
+    named = needed_versions(store)
+    anywhere: dict[str, set[int]] = {}
+    for (stage, key), versions in named.items():
+        if stage is None:
+            anywhere.setdefault(key, set()).update(versions)
+    return {name: named.get(name, set()) | anywhere.get(name[1], set())
+            for name in sorted(by_key) if name in named or name[1] in anywhere}
 
 
 def _inputs_of(store: ArtifactStore, found: StoredKey) -> dict[str, str]:
@@ -108,16 +114,20 @@ def _inputs_of(store: ArtifactStore, found: StoredKey) -> dict[str, str]:
         return {}
 
 
-def _superseded(store: ArtifactStore, found: StoredKey, recent_cut: float) -> list[Entry]:
+def _superseded(store: ArtifactStore, found: StoredKey, recent_cut: float,
+                read: set[int] | None = None) -> list[Entry]:
     """The files of a kept artifact that a newer version replaced more than the grace period
-    ago (a run that started before may still be reading them until then)."""
+    ago (a run that started before may still be reading them until then), but for the versions
+    in `read` (those a night of the history read)."""
     current = store.current(found)
     if current is None:
         return []
     newest = next(e for e in found.files if e.name == current.name)
     if newest.modified >= recent_cut:
         return []
-    return [e for e in found.files if e.name != current.name and e is not found.marker]
+    kept = {current.name} | {found.versions[n].name for n in read or () if n in found.versions} \
+        | ({found.incomplete.name} if read and 0 in read and found.incomplete else set())
+    return [e for e in found.files if e.name not in kept and e is not found.marker]
 
 
 def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
@@ -138,8 +148,8 @@ def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
     recent_cut = (now - GRACE).timestamp()
     pending = [(stage, key) for record in kept_runs for stage, key in record.artifacts.items()]
     pending += [name for name, found in by_key.items() if found.modified >= recent_cut]
-    if keep_history:
-        pending += _named_by_history(store, by_key)
+    read_by_nights = _named_by_history(store, by_key) if keep_history else {}
+    pending += list(read_by_nights)
     needed: set[tuple[str, str]] = set()
     while pending:  # follow inputs: a kept judgments artifact keeps its responses and triggers
         name = pending.pop()
@@ -150,7 +160,8 @@ def plan_collection(store: ArtifactStore, *, keep_latest: int | None,
         pending.extend(_inputs_of(store, found).items())
     removable = [found for found in stored if (found.stage, found.key) not in needed]
     superseded = [entry for name in sorted(needed)
-                  for entry in _superseded(store, by_key[name], recent_cut)]
+                  for entry in _superseded(store, by_key[name], recent_cut,
+                                           read_by_nights.get(name, set()))]
     leftovers = [e for e in temporary if e.modified < recent_cut]  # a write killed half-way
     files = [e for found in removable for e in found.files] + superseded + leftovers
     return Collection(

@@ -25,6 +25,9 @@ class SuiteEvaluation:
     complete: bool
     label: str = ""
     source: str = "run"
+    store: ArtifactStore | None = None
+    """Where the viewer reads it, when not the store it is given (a night's versions:
+    cache/pinned.py)."""
 
     @property
     def base_label(self) -> str:

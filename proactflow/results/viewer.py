@@ -89,6 +89,19 @@ def _suite_spec(suite: Suite) -> dict[str, Any]:
             "outcomes": spec.outcomes, "outcome_width": spec.outcome_width}
 
 
+BADGE_CHARACTER, BADGE_ROOM = 7.5, 30
+"""A badge's width per character of its bold 12 px text, and its padding and the cell's."""
+
+
+def _outcome_width(declared: str, outcomes: list[str]) -> str:
+    """The outcome column: as wide as the suite declares, or as its longest outcome's badge
+    needs, so that no badge is cut (the video suite's "answered every turn")."""
+    if not declared.endswith("px") or not outcomes:
+        return declared
+    needed = round(BADGE_CHARACTER * max(len(o) for o in outcomes) + BADGE_ROOM)
+    return f"{max(int(float(declared[:-2])), needed)}px"
+
+
 def _evaluation_entry(evaluation: Evaluation | SuiteEvaluation, short: str,
                       suite: int) -> dict[str, Any]:
     trigger_set = getattr(evaluation, "trigger_set", None)
@@ -125,8 +138,9 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
             by_suite[suite.name] = len(suites)
             suites.append(_suite_spec(suite))
         entries.append(_evaluation_entry(evaluation, short, by_suite[suite.name]))
-        assert store is not None, "other suites' evaluations are read from their store"
-        views = suite.sample_views(store, evaluation.key)
+        source = evaluation.store or store
+        assert source is not None, "other suites' evaluations are read from their store"
+        views = suite.sample_views(source, evaluation.key)
         _add_views(by_suite[suite.name], number,
                    views if only is None else (v for v in views if v.sample in only),
                    samples, details, rows, write_file)
@@ -136,6 +150,15 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
         "short_judges": short_names([e.judge for e in everything]),
         "samples": samples, "outcomes": [], "rows": rows,
     }
+    # Each suite's outcome column as wide as the longest badge its rows show (an outcome its
+    # spec does not list, such as "environment_crash", included): no badge is cut.
+    shown: dict[int, set[str]] = {}
+    for row in rows:
+        shown.setdefault(samples[row[0]][0], set()).add(str(row[3]))
+    index["suites"] = [
+        {**spec, "outcome_width": _outcome_width(spec["outcome_width"],
+                                                 [*spec["outcomes"], *shown.get(place, ())])}
+        for place, spec in enumerate(suites)]
     # Each row's outcome as a number into one list: 120,000 rows stay a few hundred kB.
     numbers: dict[str, int] = {}
     for row in rows:

@@ -48,16 +48,16 @@ main{flex:1;min-height:0;display:grid;grid-template-columns:minmax(440px,45%) 1f
  padding:6px 10px}
 .msg{margin:6px 0;white-space:pre-wrap;overflow-wrap:anywhere}
 .msg b{color:#555}.msg.trigger{background:#eef4fb;border-left:3px solid #3a78c2;padding-left:6px}
-#sides{display:flex;gap:10px;align-items:flex-start;overflow-x:auto;padding-bottom:8px}
-.side{flex:1 0 300px;max-width:640px;background:#fff;border:1px solid #ccd;border-radius:6px;
- padding:8px 10px}
+#sides{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start;padding-bottom:8px}
+.side{flex:1 1 300px;min-width:0;max-width:640px;background:#fff;border:1px solid #ccd;
+ border-radius:6px;padding:8px 10px;overflow-x:auto}
 .side h3{font-size:14px;margin:0 0 6px;overflow-wrap:anywhere}
 .response{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f8fa;padding:6px;
  border-radius:4px}
 mark{background:#ffe066}.note{font-size:12px;color:#8a4b00}
 #detail h2{overflow-wrap:anywhere;font-size:18px;margin:0 0 4px}
 .empty{color:#777;padding:20px}
-.facts span{margin-right:14px;white-space:nowrap}
+.facts{display:flex;flex-wrap:wrap}.facts span{margin-right:14px;white-space:nowrap}
 .blocktable{overflow-x:auto;margin:4px 0}
 .blocktable table{border-collapse:collapse;font-size:12px}
 .blocktable th,.blocktable td{border:1px solid #e2e2e8;padding:2px 5px;vertical-align:top;

@@ -11,9 +11,11 @@ from typing import Any
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from ..results.history import latest_snapshots, newest_nights, pair_entry, write_night
+from ..results.history import (FOLDER, latest_snapshots, newest_nights, night_name,
+                               pair_entry, series_slug, write_night)
 from ..results.history_compare import with_comparisons
 from ..results.history_scores import Finding, night_findings, pair_scores
+from ..results.night_pages import keep_pages, mirror_compare, night_folder
 from ..suites.base import Suite
 from .snapshot import PROBE_MAX_TOKENS, PROBE_PROMPT_TOKENS, Change, Probe, changes, probe_all
 from .snapshot import refreshed, roles_to_probe
@@ -87,7 +89,8 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
     pairs = []
     for settings, outcome in finished:
         keys = {stage["stage"]: stage["key"] for stage in outcome["stages"]}
-        responses = store.get_by_key(stages.responses, keys[stages.responses]).frame()
+        answered = store.get_by_key(stages.responses, keys[stages.responses])
+        responses = answered.frame()
         judged = store.get_by_key(stages.judgments, keys[stages.judgments])
         judgments = judged.frame()
         model, judge = settings.model_under_test.model, settings.judge_name
@@ -97,22 +100,31 @@ def record_pairs(store: ArtifactStore, suite: Suite, series: str, night: datetim
             [line for (role, name), line in notes.items()
              if (role, name) in (("model", model), ("judge", judge))])
         # Each figure and its interval once, now: `proactflow history` reads them.
-        # The version read: a later --refresh writes another under the same key.
+        # The versions read: a later --refresh writes others beside them under the same key,
+        # and this night's side-by-side pages read these (cache/pinned.py).
         pairs.append({**entry, "judgments_version": judged.version,
+                      "responses_version": answered.version,
                       "scores": pair_scores(suite.name, entry)})
+    name = night_name(night, run_id)
     links: dict[str, str | None] = {"report": None, "viewer": None}
     if out is not None:
         # A sweep's report page; a labelled run writes none: its suite's main export instead.
-        report = next((page for page in (out / "report.html", out / suite.main_output)
-                       if page.exists()), None)
+        # Each kept in the night's own folder, which the next night does not write.
+        kept = keep_pages(out, name, ["report.html", suite.main_output, "viewer"])
+        report = kept.get("report.html") or kept.get(suite.main_output)
         links["report"] = report.resolve().as_uri() if report is not None else None
-        viewer = out / "viewer" / "index.html"
-        links["viewer"] = viewer.resolve().as_uri() if viewer.exists() else None
+        viewer = kept["viewer"] / "index.html" if "viewer" in kept else None
+        links["viewer"] = viewer.resolve().as_uri() if viewer is not None and viewer.exists() \
+            else None
     write_night(store, series, suite.name, night, run_id, pairs, links,
                 {"regression_threshold": threshold, "changes": [c.line() for c in found]})
     findings = night_findings(newest_nights(store, series=series, suite=suite.name), run_id,
-                              threshold)
-    return pairs, with_comparisons(store, out, findings) if out is not None else findings
+                              threshold, store.json_names(f"{FOLDER}/{series_slug(series)}"))
+    if out is None:
+        return pairs, findings
+    findings = with_comparisons(store, night_folder(out, name), findings)
+    mirror_compare(out, name)
+    return pairs, findings
 
 
 def emit_findings(findings: list[Finding], *, flush: bool = False) -> None:
