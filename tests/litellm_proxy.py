@@ -88,12 +88,20 @@ def install() -> None:
         [str(python()), "-c", "import importlib.metadata as m, json; "
                               "print(json.dumps(m.requires('litellm') or []))"],
         check=True, capture_output=True, text=True).stdout
-    extra = [requirement.split(";")[0].strip() for requirement in json.loads(listed)
+    extra = [_unpinned(requirement.split(";")[0].strip()) for requirement in json.loads(listed)
              if re.search(r"""extra\s*==\s*["']proxy["']""", requirement)
              and not requirement.startswith("litellm-proxy")
              and _applies(requirement.split(";", 1)[1])]
     subprocess.run([*pip, f"litellm=={version}", *extra, *UNLISTED], check=True,
                    timeout=INSTALL_TIMEOUT_S)
+
+
+def _unpinned(requirement: str) -> str:
+    """An exact pin (`name==1.2.3.post1`) as its name alone: the extra pins litellm's companion
+    packages to releases a registry may not carry (litellm-enterprise 0.1.83.post1 is not on
+    every mirror), and any release of them serves the tier's few routes."""
+    return re.split(r"\s*===?\s*", requirement, maxsplit=1)[0] if "==" in requirement \
+        else requirement
 
 
 def _applies(marker: str) -> bool:

@@ -10,6 +10,7 @@ the tier skips with the reason; under CI=true (where .ci/run installs both) it f
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -18,17 +19,22 @@ import pytest
 from helpers import run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
+# The first test also starts llama.cpp's server and the proxy (minutes on a loaded machine).
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.timeout(900)]
 
-RPM = 4
-"""The model's own limit at the gateway: a run of a few triggers meets it."""
+RPM = 2
+"""The model's own limit at the gateway: a run of one dialogue (its triggers, their judgments)
+meets it."""
 KEY_VARIABLE = "PROACTFLOW_TEST_GATEWAY_KEY"
-FILES_UNSET = "files_settings is not set"
+NO_BATCH_API = "/batches answered HTTP 500 twice"
+"""What the probe says of the proxy without files settings: measured on litellm 1.110.2, its
+batches route answers a bare "Internal Server Error" (its files routes name files_settings only
+on an upload, which the probe never makes)."""
 
 
 def _unavailable(reason: str) -> None:
-    # Not yet a failure under CI=true: .ci/run does not build the proxy's venv yet (the tier
-    # has not run end to end here; see issue #36 item 8).
+    if os.environ.get("CI", "").lower() == "true":  # .ci/run builds both
+        pytest.fail(reason)
     pytest.skip(reason)
 
 
@@ -84,6 +90,16 @@ def _chat_since(gateway, start: int) -> list:
             if e.path.endswith("/chat/completions")]
 
 
+def _an_answer(reply: str) -> bool:
+    """Whether a chat completion's reply is one a run keeps: text that ended of itself."""
+    try:
+        [choice] = json.loads(reply)["choices"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return choice.get("finish_reason") == "stop" and bool(
+        (choice.get("message") or {}).get("content", "").strip())
+
+
 def _identity(body: dict | None) -> str:
     return json.dumps(body, sort_keys=True)
 
@@ -91,8 +107,12 @@ def _identity(body: dict | None) -> str:
 def test_a_rate_limited_run_completes_with_each_request_reaching_the_model_once(
         gateway, master_key, tmp_path, capsys):
     start = len(gateway.llama.proxy.exchanges)
-    code = run_cli("run", _args(gateway, tmp_path, "--limit", "3", "--concurrency", "4",
-                                "--retry-delay", "1", "--max-attempts", "10"))
+    # One judge call per response: the tiny model's replies are noise, and a reply that is not
+    # a verdict is asked again by design (--judge-attempts); what is measured here is that a
+    # 429 from the gateway never makes a request reach the model twice.
+    code = run_cli("run", _args(gateway, tmp_path, "--limit", "1", "--concurrency", "4",
+                                "--retry-delay", "1", "--max-attempts", "10",
+                                "--judge-attempts", "1"))
     said = capsys.readouterr()
     chat = _chat_since(gateway, start)
     reached = Counter(_identity(e.body) for e in chat)
@@ -101,9 +121,13 @@ def test_a_rate_limited_run_completes_with_each_request_reaching_the_model_once(
     log = (Path(gateway.workdir) / "litellm-proxy.log").read_text(errors="replace")
     print(f"figures: {len(chat)} requests reached the model; the gateway's log mentions a "
           f"rate limit {log.count('429')} times")
-    assert run_cli("run", _args(gateway, tmp_path, "--limit", "3")) == code
-    assert _chat_since(gateway, start + len(chat)) == [] or all(
-        e.status != 200 for e in chat)  # a re-run pays nothing that was answered
+    # A re-run pays nothing that was answered: only what the first run could not use (the tiny
+    # model's replies are often cut at its context) is asked again.
+    answered = {_identity(e.body) for e in chat if e.status == 200 and _an_answer(e.reply)}
+    assert run_cli("run", _args(gateway, tmp_path, "--limit", "1", "--judge-attempts", "1")) \
+        == code
+    again = {_identity(e.body) for e in _chat_since(gateway, start + len(chat))}
+    assert not again & answered
 
 
 def test_batch_auto_through_the_gateway_runs_interactively_with_its_reason(
@@ -113,7 +137,7 @@ def test_batch_auto_through_the_gateway_runs_interactively_with_its_reason(
                                 "--max-attempts", "10", "--retry-delay", "1"))
     out = capsys.readouterr().out
     batch_lines = [line for line in out.splitlines() if line.startswith("batch ")]
-    assert len(batch_lines) == 2 and all("interactive" in line and FILES_UNSET in line
+    assert len(batch_lines) == 2 and all("interactive" in line and NO_BATCH_API in line
                                          for line in batch_lines), batch_lines
     assert code in (0, 1) and _chat_since(gateway, start)
     assert run_cli("status", _args(gateway, tmp_path, "--limit", "1", "--batch", "auto")) == 0
@@ -125,11 +149,10 @@ def test_forced_batch_through_the_gateway_stops_with_its_own_sentence(
     start = len(gateway.llama.proxy.exchanges)
     assert run_cli("run", _args(gateway, tmp_path, "--limit", "1", "--batch")) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert FILES_UNSET in line and gateway.api_base in line
+    assert NO_BATCH_API in line and f"127.0.0.1:{gateway.port}" in line
     assert _chat_since(gateway, start) == []
 
 
-@pytest.mark.xfail(strict=False, reason="issue #36 item 2")
 def test_a_wrong_key_stops_with_one_line_before_paying(gateway, tmp_path, capsys,
                                                        monkeypatch):
     monkeypatch.setenv(KEY_VARIABLE, "sk-wrong")
@@ -140,7 +163,6 @@ def test_a_wrong_key_stops_with_one_line_before_paying(gateway, tmp_path, capsys
     assert _chat_since(gateway, start) == []
 
 
-@pytest.mark.xfail(strict=False, reason="issue #36 item 2")
 def test_an_unknown_model_stops_with_one_line_naming_the_served_ones(
         gateway, master_key, tmp_path, capsys):
     start = len(gateway.llama.proxy.exchanges)
