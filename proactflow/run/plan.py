@@ -93,7 +93,8 @@ class Plan:
             served = [billed_cost(role.model, Tokens(prompt_tokens, completion, cacheable),
                                   batch=bool(in_batches)) for completion in (0, most)]
             if None not in served:
-                cached = (f"; ${served[0]:.2f} to ${served[1]:.2f} with ~{cacheable:,} of the "
+                cached = (f"; ${served[0]:.2f} to ${served[1]:.2f}"
+                          f"{' in batches' if in_batches else ''} with ~{cacheable:,} of the "
                           "prompt tokens at the cache price, where the provider's prompt cache "
                           "serves the prefixes earlier calls send")
         return (f"{label}~{prompt_tokens:,} prompt tokens to send, replies up to {most:,} tokens; "
