@@ -12,7 +12,10 @@ The models are named as priced models of litellm's map, so that dollars come fro
 each run it prints the dollars as billed (cached prompt tokens at the cache read price) beside
 the list price (every prompt token at the input price), and the same calls at batch prices:
 without cache reads, and with the cache reads the interactive run got (the fake's batches do
-not model a cache: that line assumes a batch gets the hits its ordered interactive run got).
+not model a cache: that line assumes a batch gets the hits its ordered interactive run got);
+what that batch bill is made of per role (prompt tokens no cache served, cache reads,
+completions), and what an ideal order (every prefix sent before a call read by it) would save
+beyond it.
 """
 
 from __future__ import annotations
@@ -55,21 +58,43 @@ api_key_env = "BENCH_KEY"
 
 def bills(store: Path) -> dict[str, float]:
     """Dollars of a sweep's runs from their records: as billed and at list price, interactive
-    and in batches."""
+    and in batches; and what the batch bill with the cache is made of, per role."""
     from proactflow.providers.billing import Tokens, billed_cost, list_cost
 
-    totals = dict.fromkeys(("billed", "list", "batch", "batch_cached", "batch_list"), 0.0)
+    totals: dict[str, float] = {}
+
+    def add(name: str, dollars: float | None) -> None:
+        totals[name] = totals.get(name, 0.0) + (dollars or 0.0)
+
     for path in (store / "runs").glob("*.json"):
-        for used in json.loads(path.read_text())["usage"].values():
+        for role, used in json.loads(path.read_text())["usage"].items():
             tokens = Tokens(used["paid_prompt_tokens"], used["paid_completion_tokens"],
                             used.get("paid_cache_read_tokens", 0),
                             used.get("paid_cache_write_tokens", 0))
             model = used["model"]
-            totals["billed"] += billed_cost(model, tokens) or 0.0
-            totals["list"] += list_cost(model, tokens) or 0.0
-            totals["batch_cached"] += billed_cost(model, tokens, batch=True) or 0.0
-            totals["batch_list"] += list_cost(model, tokens, batch=True) or 0.0
+            add("billed", billed_cost(model, tokens))
+            add("list", list_cost(model, tokens))
+            add("batch_cached", billed_cost(model, tokens, batch=True))
+            add("batch_list", list_cost(model, tokens, batch=True))
+            read = tokens.cache_read
+            add(f"{role} uncached", billed_cost(model, Tokens(tokens.prompt - read), batch=True))
+            add(f"{role} read", billed_cost(model, Tokens(read, 0, read), batch=True))
+            add(f"{role} completion", billed_cost(model, Tokens(0, tokens.completion),
+                                                  batch=True))
     return totals
+
+
+def unread_by_order(fake: BillingFake) -> float:
+    """Dollars at batch prices of the prompt tokens an ideal order reads from the cache and
+    this order did not: what a better order could still save."""
+    from proactflow.providers.billing import Tokens, billed_cost
+
+    total = 0.0
+    for model, ideal in fake.ideal_cached.items():
+        missed = max(0, ideal - fake.cached[model])
+        full = billed_cost(model, Tokens(missed), batch=True) or 0.0
+        total += full - (billed_cost(model, Tokens(missed, 0, missed), batch=True) or 0.0)
+    return total
 
 
 def run_sweep(work: Path, names: list[str], corpus: Path, prompt_cache: str,
@@ -110,16 +135,27 @@ def main() -> None:
     print(f"sweep: {args.models} models x {args.triggers} triggers, judged by {JUDGE}; the "
           f"fake answers in {args.latency:g} s and caches prefixes of 1,024+ tokens in blocks "
           "of 128 for 300 s")
-    found = {}
+    found, unread = {}, {}
     for mode in ("off", "auto"):
         totals, fake, wall = run_sweep(work, names, corpus, mode, args.latency)
         found[mode] = totals
+        unread[mode] = unread_by_order(fake)
         prompt, cached, ideal = (sum(c.values()) for c in (fake.prompt, fake.cached,
                                                             fake.ideal_cached))
         print(f"prompt_cache = {mode}: wall {wall:.1f} s; {prompt:,} prompt tokens, "
               f"{cached:,} read from the cache ({cached / prompt:.0%}); an ideal order "
               f"reads {ideal:,} ({cached / max(1, ideal):.0%} of it)")
     today = found["off"]["billed"]
+    auto = found["auto"]
+    print(f"the batch bill with the cache, ${auto['batch_cached']:.2f}, is made of:")
+    for role in ("model_under_test", "judge"):
+        print(f"  {role.replace('_', ' ')}: uncached prompt tokens "
+              f"${auto[role + ' uncached']:.2f}, cache reads ${auto[role + ' read']:.2f}, "
+              f"completions ${auto[role + ' completion']:.2f}")
+    missed = unread["auto"]
+    print(f"an ideal order would save ${missed:.2f} more: at best "
+          f"${auto['batch_cached'] - missed:.2f}, "
+          f"{100 * (auto['batch_cached'] - missed) / today:.0f} % of today's interactive bill")
     rows = [("interactive, today's order, no hint", found["off"]["billed"],
              found["off"]["list"]),
             ("interactive, prompt cache used", found["auto"]["billed"], found["auto"]["list"]),

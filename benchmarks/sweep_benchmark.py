@@ -152,12 +152,14 @@ def timed_sweep(config: Path, env: dict[str, str], output: Path,
 
 
 def sweep_file(path: Path, url: str, store: Path, corpus: Path, models: int,
-               model_concurrency: int, judge_concurrency: int) -> None:
+               model_concurrency: int, judge_concurrency: int,
+               prompt_cache: str = "auto") -> None:
     entries = "".join(f'\n[[models]]\nmodel = "openai/m{i}"\napi_base = "{url}"\n'
                       f"concurrency = {model_concurrency}\n" for i in range(models))
     path.write_text(f"""store = "{store}"
 corpus = "{corpus}"
 judge_prompt = "{JUDGE_PROMPT}"
+prompt_cache = "{prompt_cache}"
 
 [[judges]]
 model = "openai/judge"
@@ -174,6 +176,9 @@ def main() -> None:
     parser.add_argument("--model-concurrency", type=int, default=32)
     parser.add_argument("--judge-concurrency", type=int, default=512)
     parser.add_argument("--processes", type=int, help="the sweep's --processes")
+    parser.add_argument("--prompt-cache", choices=("auto", "off"), default="auto",
+                        help="the sweep file's prompt_cache: auto orders calls for the "
+                             "provider's prompt cache (issue #39), off keeps the order before")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="proactflow-sweep-bench-"))
     env = child_env(work / "prefect-home")
@@ -186,7 +191,7 @@ def main() -> None:
         print(f"empty Prefect flow (temporary server included), B: {empty_wall:.1f} s")
         config = work / "sweep.toml"
         sweep_file(config, url, work / "store", corpus, args.models, args.model_concurrency,
-                   args.judge_concurrency)
+                   args.judge_concurrency, args.prompt_cache)
         generations = args.triggers * args.models
         calls = 2 * generations
         per_model = args.triggers / args.model_concurrency * args.latency
@@ -201,7 +206,8 @@ def main() -> None:
     finally:
         server.terminate()
     budget = 1.3 * ideal + empty_wall + 3
-    print(f"sweep: {args.models} models x {args.triggers} triggers, {calls:,} calls, "
+    print(f"sweep (prompt_cache = {args.prompt_cache}): {args.models} models x "
+          f"{args.triggers} triggers, {calls:,} calls, "
           f"{args.latency:g} s per call, {args.model_concurrency} in flight per model, "
           f"{args.judge_concurrency} for the judge")
     print(f"wall {wall:.1f} s; ideal {ideal:.1f} s; target <= 1.3 x ideal + B + 3 s = "

@@ -40,7 +40,13 @@ BOOTSTRAP_SEED = 0
 
 
 def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
-    """Tokens and estimated cost per role over the sweep ("unknown" once any price is)."""
+    """Tokens and cost per role over the sweep, as billed (prompt tokens the provider's cache
+    read at its price; "unknown" once any price is), with the list price of what the sweep
+    paid beside it when the cache served any."""
+    def total(rows: list[dict[str, Any]], field: str, default: Any = 0.0) -> str:
+        values = [r.get(field, default) for r in rows]
+        return "unknown" if "unknown" in values else f"${sum(values):.2f}"
+
     lines = []
     for role in ("model_under_test", "judge"):
         rows = [u[role] for u in usage if role in u]  # no judge for a deterministic check
@@ -49,13 +55,16 @@ def _cost_lines(usage: list[dict[str, Any]]) -> list[str]:
         prompt = sum(r["prompt_tokens"] for r in rows)
         completion = sum(r["completion_tokens"] for r in rows)
         cached = sum(r.get("cache_read_tokens", 0) for r in rows)  # records before: none
-        costs = [r["estimated_cost_usd"] for r in rows]
-        cost = "unknown" if "unknown" in costs else f"${sum(costs):.2f}"
-        paid = [r.get("paid_cost_usd", 0.0) for r in rows]
-        paid_cost = "unknown" if "unknown" in paid else f"${sum(paid):.2f}"
+        paid_cached = sum(r.get("paid_cache_read_tokens", 0) for r in rows)
+        # A record before the list price was kept: its paid cost, which was the list price.
+        listed = [{"paid_list_cost_usd": r.get("paid_list_cost_usd", r.get("paid_cost_usd", 0.0))}
+                  for r in rows]
         lines.append(f"- {role.replace('_', ' ')}: {prompt} prompt"
                      f"{f' ({cached} cached)' if cached else ''} + {completion} completion "
-                     f"tokens, estimated cost {cost}; paid this sweep {paid_cost}")
+                     f"tokens, estimated cost {total(rows, 'estimated_cost_usd')}; paid this "
+                     f"sweep {total(rows, 'paid_cost_usd')}"
+                     + (f" ({paid_cached} prompt tokens cached; list price "
+                        f"{total(listed, 'paid_list_cost_usd')})" if paid_cached else ""))
     return lines
 
 

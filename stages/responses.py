@@ -67,10 +67,10 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
 
 def in_waves(jobs: list[T], group_of: Callable[[T], str | None]) -> list[T]:
     """The jobs in waves: the first job of every prefix group (a conversation's first turn),
-    then every group's second, and so on, each wave in the jobs' order. A job then goes out
-    after the one before it in its group was answered, most often long before, and finds the
-    prefix they share in the provider's prompt cache, while the pool stays as busy as in any
-    order."""
+    then every group's second, and so on, each wave in the jobs' order. A job goes out after
+    the one before it in its group was answered (the client's CallOrder waits for it), and in
+    waves that was most often long before: it finds the prefix they share in the provider's
+    prompt cache, while the pool stays as busy as in any order."""
     seen: Counter[str] = Counter()
     ranked = []
     for position, job in enumerate(jobs):

@@ -212,21 +212,44 @@ def test_breakpoints_keep_to_anthropics_limits():
                                  CacheHint("judge:t")) == []
 
 
+def test_breakpoints_count_an_images_blocks_and_may_end_on_one():
+    """A video step's user turn holds a block per frame: breakpoints stay within Anthropic's
+    20 blocks of each other, and a turn of frames alone (no subtitle) takes one."""
+    import io
+
+    from PIL import Image
+
+    from proactflow.providers.content import ImagePart
+    from proactflow.providers.prompt_cache import CacheHint, _blocks, anthropic_breakpoints
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(buffer, "PNG")
+    frames = (ImagePart.of(buffer.getvalue()),) * 5
+    messages = [("system", SYSTEM)]
+    for step in range(12):
+        messages += [("user", frames), ("assistant", f"said {step}")]
+    messages.append(("user", frames))
+    marks = anthropic_breakpoints("anthropic/claude-sonnet-4-5", messages,
+                                  CacheHint("video:e", shared=len(messages), chain=True))
+    assert marks[0] == 0 and marks[-1] == len(messages) - 1 and len(marks) == 4
+    for earlier, later in zip(marks[1:], marks[2:]):
+        assert sum(_blocks(content) for _, content in messages[earlier + 1:later + 1]) <= 20
+
+
 def test_prompt_cache_key_goes_to_openai_only():
     from proactflow.providers.prompt_cache import CacheHint, with_hints
 
     wire = [{"role": "user", "content": "hi"}]
     hint = CacheHint("dialogue:d1")
     protocol = [("user", "hi")]
-    assert with_hints("openai/gpt-4o-mini", None, wire, protocol, hint, "auto", False)[1] == \
+    assert with_hints("openai/gpt-4o-mini", None, wire, protocol, hint, "auto")[1] == \
         {"prompt_cache_key": "dialogue:d1"}
     # A server of its own (llama.cpp, vLLM, a fake) may refuse a parameter it does not know.
     assert with_hints("openai/gpt-4o-mini", "http://127.0.0.1:8080/v1", wire, protocol, hint,
-                      "auto", False) == (wire, {})
-    assert with_hints("openai/gpt-4o-mini", None, wire, protocol, hint, "off", False) == \
+                      "auto") == (wire, {})
+    assert with_hints("openai/gpt-4o-mini", None, wire, protocol, hint, "off") == (wire, {})
+    assert with_hints("gemini/gemini-2.5-flash", None, wire, protocol, hint, "auto") == \
         (wire, {})
-    assert with_hints("gemini/gemini-2.5-flash", None, wire, protocol, hint, "auto",
-                      False) == (wire, {})
 
 
 def test_status_says_what_a_stage_cost_as_billed():
@@ -236,3 +259,65 @@ def test_status_says_what_a_stage_cost_as_billed():
     cost = billed_cost("openai/gpt-4o-mini", Tokens(4000, 8, 2048))
     assert line.split() == ["worth", f"${cost:.4f}", "as", "billed:", "4000", "prompt",
                             "(2048", "cached)", "+", "8", "completion", "tokens"]
+
+
+def test_the_plan_prices_the_prefixes_the_providers_cache_can_serve(fake, tmp_path, capsys):
+    """Each judge call after the first sends the judge's system prompt (about 1,050 tokens,
+    above the providers' minimum of 1,024) again: the plan prices it at the cache price too."""
+    from helpers import cli_args, run_cli
+    from replay import SHARED_JUDGE_PROMPT, synthetic_judge
+
+    fake.responders["gpt-4o-mini"] = synthetic_judge
+    args = cli_args(fake, tmp_path / "store", judge_model="openai/gpt-4o-mini",
+                    extra=("--limit", "2", "--dry-run", "--judge-prompt",
+                           str(SHARED_JUDGE_PROMPT)))
+    assert run_cli("run", args) == 0
+    printed = capsys.readouterr().out.splitlines()
+    judging = next(line for line in printed if line.startswith("  judging:"))
+    generation = next(line for line in printed if line.startswith("  generation:"))
+    assert "prompt cache" not in generation  # the tests' dialogues are below the minimum
+    prompt = int(judging.split("~")[1].split()[0].replace(",", ""))
+    cacheable = int(judging.split("with ~")[1].split()[0].replace(",", ""))
+    assert "judging     openai/gpt-4o-mini: 6 calls, 0 cached, 6 to make" in printed
+    assert cacheable == 5 * (len(SHARED_JUDGE_PROMPT.read_text(encoding="utf-8")) // 4)
+    low = float(judging.split("; $")[1].split()[0])
+    assert low == pytest.approx(billed_cost("openai/gpt-4o-mini", Tokens(prompt, 0, cacheable)),
+                                abs=0.005)
+
+
+def test_the_sweeps_costs_are_as_billed_with_the_list_price_beside():
+    from proactflow.flows.sweep import _cost_lines
+
+    def used(paid: float, listed: float, read: int) -> dict:
+        return {"model_under_test": {
+            "model": "openai/gpt-4o-mini", "prompt_tokens": 5000, "completion_tokens": 10,
+            "cache_read_tokens": read, "estimated_cost_usd": paid, "paid_cost_usd": paid,
+            "paid_cache_read_tokens": read, "paid_list_cost_usd": listed}}
+
+    line, = _cost_lines([used(0.5, 1.0, 2048), used(0.25, 0.5, 1024)])
+    assert line == ("- model under test: 10000 prompt (3072 cached) + 20 completion tokens, "
+                    "estimated cost $0.75; paid this sweep $0.75 (3072 prompt tokens cached; "
+                    "list price $1.50)")
+    # A run whose price is unknown makes the sum unknown; a record from before the cache
+    # counts has no list price of its own: its paid cost was the list price.
+    old = {"model_under_test": {"model": "m", "prompt_tokens": 1, "completion_tokens": 1,
+                                "estimated_cost_usd": 0.25, "paid_cost_usd": 0.25}}
+    line, = _cost_lines([used(0.5, 1.0, 2048), old])
+    assert line.endswith("paid this sweep $0.75 (2048 prompt tokens cached; list price $1.25)")
+    line, = _cost_lines([used(0.5, 1.0, 0), {"model_under_test": {
+        **old["model_under_test"], "paid_cost_usd": "unknown"}}])
+    assert line.endswith("paid this sweep unknown")
+
+
+def test_an_openai_batch_line_carries_the_prompt_cache_key():
+    """A batch line is the chat completions body: OpenAI takes `prompt_cache_key` there too."""
+    from proactflow.batches.transport import BatchTransport
+    from proactflow.providers.prompt_cache import CacheHint, with_hints
+
+    wire = [{"role": "user", "content": "hi"}]
+    messages, hints = with_hints("openai/gpt-4o-mini", None, wire, [("user", "hi")],
+                                 CacheHint("judge:t"), "auto")
+    body = BatchTransport.body({"model": "openai/gpt-4o-mini", "messages": messages,
+                                "max_tokens": 5, "timeout": 30, **hints})
+    assert body["prompt_cache_key"] == "judge:t" and body["messages"] == wire
+    assert "timeout" not in body

@@ -1,5 +1,6 @@
 """The video suite at full size: decoding only what a step shows takes the very frames decoding
-every frame takes, and an episode's chat grown step by step is the chat built from scratch."""
+every frame takes, and an episode's chat grown step by step is the chat built from scratch,
+whose leading messages the next step re-sends as its prompt cache hint says."""
 
 from __future__ import annotations
 
@@ -81,9 +82,16 @@ def test_a_grown_chat_is_the_chat_built_from_scratch(tmp_path, settings):
         frames = stored_frames(video_path(corpus, sample), settings, tmp_path / "store")
         earlier: list = []
         steps = step_count(sample, settings)
+        before: list = []  # the previous step's messages, and how many it said the next keeps
         for step in range(steps):
             chat = chats.chat(sample, earlier, frames, "SYSTEM", settings, ("id", sample.part),
                               last=step + 1 >= steps)
+            sent = [(role, key_content(content)) for role, content in chat.messages]
+            if before:  # the prompt cache's prefix (the hint's `shared`): re-sent, and no more
+                previous, kept = before
+                assert sent[:kept] == previous[:kept]
+                assert kept == len(previous) or sent[kept] != previous[kept]
+            before = [sent, chat.kept_by_next()]
             outputs = [row["response"] or settings.silence_marker for _, row in earlier]
             expected = [("system", "SYSTEM")]
             for turn in chat_turns(sample, step, outputs, settings):

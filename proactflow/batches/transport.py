@@ -108,7 +108,8 @@ class BatchTransport:
         return convert_to_model_response_object(response_object=result.response,
                                                 model_response_object=litellm.ModelResponse())
 
-    def body(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def body(kwargs: dict[str, Any]) -> dict[str, Any]:
         """The request as the provider's chat completions endpoint takes it, with the
         parameters litellm would send for this model (e.g. max_completion_tokens)."""
         model, provider, _, _ = litellm.get_llm_provider(kwargs["model"],

@@ -89,8 +89,7 @@ class HttpAttempts:
         messages, hints = with_hints(
             request.model, self.role.api_base,
             [{"role": role, "content": wire_content(content)} for role, content in request.messages],
-            list(request.messages), request.cache, self.runtime.prompt_cache,
-            batched=self._batched is not None)
+            list(request.messages), request.cache, self.runtime.prompt_cache)
         with litellm_costs.priced_per_stage(), \
                 paying() if self._batched is None else contextlib.nullcontext():
             response = await completion(

@@ -25,7 +25,7 @@ import litellm
 from ..cache.calls import CallCache, CallStore, as_call_store
 from .chat import ChatOutcome, ChatRequest
 from . import structured_output as formats
-from .prompt_cache import FirstOfGroup
+from .prompt_cache import CallOrder, Turn
 from .litellm_costs import estimated_cost
 from .attempts import keep_attempt, kept_attempts, stored_attempt
 from .call_health import Breaker, CallStats, paying
@@ -78,7 +78,7 @@ class ChatClient(HttpAttempts):
         self._timeout = runtime.call_timeout(role.generation.max_tokens)
         self._replace: set[str] = set()
         self._leases = HeldLeases(self.calls, runtime.lease_ttl_s)
-        self._first_of_group = FirstOfGroup()
+        self._order = CallOrder()
         """Not in batches: there a call waits its batch out anyway."""
 
     async def cached(self, request: ChatRequest) -> bool:
@@ -104,16 +104,20 @@ class ChatClient(HttpAttempts):
 
     async def call(self, request: ChatRequest,
                    accept: Callable[[str], T] | None = None) -> ChatOutcome:
+        turn = self._order.enter(request.cache if self.runtime.prompt_cache == "auto"
+                                 and self._batched is None else None)
         try:
-            return await self._call(request, accept)
+            return await self._call(request, accept, turn)
         except DatabaseLost:
             # The run stops: first the calls still being answered finish, so that their
             # answers, paid for, are kept on this host (calls_postgres.py) for the next run.
             await paying().idle.wait()
             raise
+        finally:
+            turn.done()
 
-    async def _call(self, request: ChatRequest,
-                    accept: Callable[[str], T] | None = None) -> ChatOutcome:
+    async def _call(self, request: ChatRequest, accept: Callable[[str], T] | None,
+                    turn: Turn) -> ChatOutcome:
         """Answer `request` from the cache or the provider.
 
         `accept` parses a reply and raises ValueError when it is unusable: the call is then made
@@ -126,6 +130,7 @@ class ChatClient(HttpAttempts):
         the result and giving the lease back: two round trips per call.
         """
         self.stats.calls += 1
+        await turn.wait()  # prompt_cache.CallOrder; unclaimed, so no other run waits on it
         look = not self.refresh
         while True:
             record, claimed = await self.calls.look_or_claim(
@@ -141,16 +146,10 @@ class ChatClient(HttpAttempts):
             look = not self.refresh
         self._leases.hold(request.key)  # renewed for as long as it is held
         released = False
-        first = None
         try:
-            first = await self._first_of_group.wait_for_first(
-                request.cache if self.runtime.prompt_cache == "auto" and self._batched is None
-                else None)
             outcome, released = await self._call_uncached(request, accept)
             return outcome
         finally:
-            if first is not None:
-                first.set()
             await self._leases.let_go(request.key, released=released)
 
     async def _store(self, request: ChatRequest, outcome: ChatOutcome,

@@ -5,24 +5,25 @@ template) and how many leading messages later calls of the group send again
 (`CacheHint.shared`). From that:
 
 - Anthropic (interactive and in batches): cache breakpoints (`cache_control`, through litellm)
-  at the end of the shared prefix, at the end of the system prompt, and every 18 messages back
-  from the first (Anthropic looks for a cached prefix at most 20 blocks before a breakpoint):
+  at the end of the shared prefix, at the end of the system prompt, and every 18 content blocks
+  back from the first (Anthropic looks for a cached prefix at most 20 blocks before a breakpoint):
   at most 4, each only where the prefix reaches Anthropic's minimum length (1,024 tokens, 2,048
   for Haiku models), below which a breakpoint is ignored and only uses up one of the four;
-- OpenAI (its own API): `prompt_cache_key`, the group, so that calls of a group reach the same
-  cache; never to another OpenAI-compatible server, which may refuse a parameter it does not
-  know, nor in a batch;
+- OpenAI (its own API, interactive and in a batch line's body): `prompt_cache_key`, the group,
+  so that calls of a group reach the same cache; never to another OpenAI-compatible server,
+  which may refuse a parameter it does not know;
 - any other provider: nothing; its implicit cache is still counted (billing.py).
 
 The hints are not part of the request's key (ChatRequest.key) and the protocol's messages are
-unchanged: only what goes on the wire gains them.
+unchanged: only what goes on the wire gains them. The same hints order a client's calls
+(CallOrder): a call goes out once those whose prompt it extends are answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 
@@ -31,8 +32,8 @@ from .content import Content, images_of, text_of
 PromptCacheMode = Literal["auto", "off"]
 ANTHROPIC_BREAKPOINTS = 4
 ANTHROPIC_LOOKBACK = 18
-"""Messages between two breakpoints: Anthropic looks for a cached prefix at most 20 content
-blocks before a breakpoint (a message may hold more than one)."""
+"""Content blocks between two breakpoints: Anthropic looks for a cached prefix at most 20
+blocks before a breakpoint (a message holds one block per image, and one for its text)."""
 EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -45,6 +46,12 @@ class CacheHint:
     shared: int | None = None
     """Leading messages that later calls of the group send again; None: the system
     prompt(s) only."""
+    chain: bool = False
+    """Each call of the group sends the prompt of the one before it again, then more (a
+    dialogue's triggers): it goes out once that one is answered (CallOrder)."""
+    subgroup: str | None = None
+    """Calls of the group that share a longer prefix than the group's (a judge's calls on one
+    trigger): they go out once the first of them is answered (CallOrder)."""
 
 
 def minimum_tokens(model: str) -> int:
@@ -69,6 +76,10 @@ def _estimated_tokens(model: str, content: Content) -> int:
                                             for image in images_of(content))
 
 
+def _blocks(content: Content) -> int:
+    return max(1, len(images_of(content)) + bool(text_of(content)))
+
+
 def anthropic_breakpoints(model: str, messages: list[tuple[str, Content]],
                           hint: CacheHint | None) -> list[int]:
     """Indices of the messages that end a prefix worth caching, in order; at most 4."""
@@ -80,15 +91,20 @@ def anthropic_breakpoints(model: str, messages: list[tuple[str, Content]],
     wanted: set[int] = set()
     if systems:
         wanted.add(systems - 1)
-    position = shared - 1
-    while position >= 0 and position >= systems:
-        wanted.add(position)
-        position -= ANTHROPIC_LOOKBACK
+    budget = 0
+    for index in range(shared - 1, systems - 1, -1):
+        if budget <= 0:
+            wanted.add(index)
+            budget = ANTHROPIC_LOOKBACK
+        budget -= _blocks(messages[index][1])
     reached, long_enough = 0, []
     minimum = minimum_tokens(model)
     for index, (_, content) in enumerate(messages):
         reached += _estimated_tokens(model, content)
-        if index in wanted and reached >= minimum and text_of(content).strip():
+        # Not on an empty text block, which Anthropic refuses to mark; an image block
+        # takes one (a video step's frames without subtitles).
+        if index in wanted and reached >= minimum \
+                and (text_of(content).strip() or images_of(content)):
             long_enough.append(index)
     if len(long_enough) > ANTHROPIC_BREAKPOINTS:  # the system prompt, then the latest ones
         first = long_enough[:1] if systems and long_enough[0] == systems - 1 else []
@@ -106,10 +122,9 @@ def _marked(content: Any) -> list[dict[str, Any]]:
 
 def with_hints(model: str, api_base: str | None, messages: list[dict[str, Any]],
                protocol: list[tuple[str, Content]], hint: CacheHint | None,
-               mode: PromptCacheMode, batched: bool) -> tuple[list[dict[str, Any]],
-                                                              dict[str, Any]]:
-    """The wire messages and extra parameters of a call with the prompt cache hints its
-    provider takes (`messages` are the wire form of `protocol`)."""
+               mode: PromptCacheMode) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The wire messages and extra parameters of a call (interactive or a batch line) with the
+    prompt cache hints its provider takes (`messages` are the wire form of `protocol`)."""
     if mode == "off" or not messages:
         return messages, {}
     provider = provider_of(model)
@@ -119,28 +134,109 @@ def with_hints(model: str, api_base: str | None, messages: list[dict[str, Any]],
             return messages, {}
         return [{**message, "content": _marked(message["content"])} if index in marks
                 else message for index, message in enumerate(messages)], {}
-    if provider == "openai" and hint is not None and not batched \
+    if provider == "openai" and hint is not None \
             and (api_base is None or "api.openai.com" in api_base):
         return messages, {"prompt_cache_key": hint.group[:64]}
     return messages, {}
 
 
-@dataclass
-class FirstOfGroup:
-    """A call sharing a prompt prefix with others goes out once the first of them is answered,
-    so that it finds the prefix in the provider's cache (a judge's first call on a template,
-    then the rest)."""
+class Turn:
+    """One call's place in the order of its group: what it waits for before going out, and
+    what it tells the calls after it once answered (`done`, whatever became of it: a reply
+    read from the per-call cache, an error, a cancellation)."""
 
-    answered: dict[str, asyncio.Event] = field(default_factory=dict)
+    def __init__(self, after: list[asyncio.Event]):
+        self._after = after
+        self.answered = asyncio.Event()
 
-    async def wait_for_first(self, hint: CacheHint | None) -> asyncio.Event | None:
-        """Waits while the group's first call is under way; returns the event to set once
-        answered when this call is that first one."""
+    async def wait(self) -> None:
+        for event in self._after:
+            await event.wait()
+
+    def done(self) -> None:
+        self.answered.set()
+
+
+class CallOrder:
+    """The order that lets a provider's prompt cache serve what calls share: a call goes out
+    once the calls whose prompt it extends are answered (a provider caches a prefix once a
+    call sending it is answered; calls sent together all find the cache empty):
+
+    - the group's first call (a judge's first call on its template: the system prompt);
+    - the first call of its subgroup (a judge's first call on a trigger: the system prompt,
+      the rubric and the dialogue, which the trigger's other replies share);
+    - in a chain, the call before it (a dialogue's earlier trigger, whose whole prompt the
+      next one sends again).
+
+    A call takes its place when it is made (`enter`, before anything is awaited: the order
+    the stage makes its calls in), so that the order does not depend on which lookup in the
+    per-call cache returns first."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, asyncio.Event] = {}
+        self._last: dict[str, asyncio.Event] = {}
+
+    def enter(self, hint: CacheHint | None) -> Turn:
         if hint is None:
-            return None
-        gate = self.answered.get(hint.group)
-        if gate is None:
-            self.answered[hint.group] = gate = asyncio.Event()
-            return gate
-        await gate.wait()
-        return None
+            return Turn([])
+        after: list[asyncio.Event] = []
+        turn = Turn(after)
+        keys = [hint.group] + ([f"{hint.group}|{hint.subgroup}"] if hint.subgroup else [])
+        for key in keys:
+            first = self._first.setdefault(key, turn.answered)
+            if first is not turn.answered:
+                after.append(first)
+        if hint.chain:
+            before = self._last.get(hint.group)
+            self._last[hint.group] = turn.answered
+            if before is not None:
+                after.append(before)
+        return turn
+
+
+PROVIDER_MINIMUM = 1024
+"""The shortest prefix OpenAI and Anthropic cache (tokens)."""
+Shape = tuple[CacheHint | None, tuple[tuple[int, int], ...]]
+"""What the plan keeps of a request: its hint, and each message's hash and estimated tokens
+(not the request: its images would stay in memory)."""
+
+
+def shape_of(model: str, messages: list[tuple[str, Content]], hint: CacheHint | None) -> Shape:
+    # hash(): a string's and an image's (its type and sha256) are computed once per object,
+    # and a growing chat (a video episode's) hands the same objects to every step.
+    return hint, tuple((hash((role, content)), _estimated_tokens(model, content))
+                       for role, content in messages)
+
+
+class SharedPrefixes:
+    """The plan's estimate of what a provider's cache can serve: of each call to make, the
+    estimated tokens of the leading messages that the call CallOrder makes it wait for sent
+    before it (the group's first, its subgroup's first, the chain's previous one), counted
+    from PROVIDER_MINIMUM tokens on. Calls are seen in the order the run makes them."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, tuple[tuple[int, int], ...]] = {}
+
+    def cacheable(self, shape: Shape) -> int:
+        hint, messages = shape
+        if hint is None:
+            return 0
+        firsts = [f"first|{hint.group}"] + ([f"first|{hint.group}|{hint.subgroup}"]
+                                             if hint.subgroup else [])
+        earlier = firsts + ([f"last|{hint.group}"] if hint.chain else [])
+        best = max((_common_tokens(self._sent[key], messages) for key in earlier
+                    if key in self._sent), default=0)
+        for key in firsts:
+            self._sent.setdefault(key, messages)
+        if hint.chain:
+            self._sent[f"last|{hint.group}"] = messages
+        return best if best >= PROVIDER_MINIMUM else 0
+
+
+def _common_tokens(before: tuple[tuple[int, int], ...], now: tuple[tuple[int, int], ...]) -> int:
+    tokens = 0
+    for (sent, size), (asked, _) in zip(before, now):
+        if sent != asked:
+            break
+        tokens += size
+    return tokens

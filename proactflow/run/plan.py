@@ -11,6 +11,7 @@ from ..config.effective import wire_params
 from ..config.settings import UNSENT_MAX_TOKENS_ESTIMATE, ModelRole, RunSettings
 from ..providers.chat import ChatRequest
 from ..batches.pricing import batch_cost
+from ..providers.billing import Tokens, billed_cost
 from ..batches.roles import batched, check_batch_roles
 from ..providers.llm import estimated_cost
 from .context_fit import fit_warning
@@ -64,24 +65,40 @@ class Plan:
     """Estimated prompt tokens of each generation call still to make (context_fit.py)."""
     judge_prompt_sizes: list[int] = field(default_factory=list)
     """Estimated prompt tokens of each judge call still to make."""
+    generation_cacheable_tokens: int = 0
+    """Of `generation_prompt_tokens`, a prefix that an earlier call sends first, which a
+    provider's prompt cache can serve (prompt_cache.SharedPrefixes)."""
+    judge_cacheable_tokens: int = 0
+    """Of `judge_prompt_tokens`, likewise."""
     generation_rounds: int = 0
     """--batch: the batches one after the other that generation takes at most (the longest
     episode's steps), replies asked again aside."""
 
-    def _estimate(self, label: str, role, calls: int, prompt_tokens: int) -> str:
+    def _estimate(self, label: str, role, calls: int, prompt_tokens: int,
+                  cacheable: int = 0) -> str:
         most = calls * (role.generation.max_tokens or UNSENT_MAX_TOKENS_ESTIMATE)
         low = estimated_cost(role.model, prompt_tokens, 0)
         high = estimated_cost(role.model, prompt_tokens, most)
         cost = (f"${low:.2f} (prompts only) to ${high:.2f} (every reply at max tokens)"
                 if low is not None and high is not None else "unknown (not in litellm's price map)")
-        if batched(role) and low is not None:
+        in_batches = batched(role) and low is not None
+        if in_batches:
             batch_low = batch_cost(role.model, prompt_tokens, 0)
             batch_high = batch_cost(role.model, prompt_tokens, most)
             cost = (f"${batch_low:.2f} to ${batch_high:.2f} in batches vs {cost} interactive"
                     if batch_low is not None and batch_high is not None else
                     f"{cost} interactive; its batch price is not in litellm's map")
+        cached = ""
+        if cacheable and low is not None:
+            served = [billed_cost(role.model, Tokens(prompt_tokens, completion, cacheable),
+                                  batch=bool(in_batches)) for completion in (0, most)]
+            if None not in served:
+                cached = (f"; ${served[0]:.2f} to ${served[1]:.2f}"
+                          f"{' in batches' if in_batches else ''} with ~{cacheable:,} of the "
+                          "prompt tokens at the cache price, where the provider's prompt cache "
+                          "serves the prefixes earlier calls send")
         return (f"{label}~{prompt_tokens:,} prompt tokens to send, replies up to {most:,} tokens; "
-                f"estimated cost {cost}")
+                f"estimated cost {cost}{cached}")
 
     def lines(self, settings: RunSettings, corpus_revision: str, regenerate: bool,
               judge_response_format: str | None = None) -> list[str]:
@@ -116,10 +133,11 @@ class Plan:
         judge_to_make += self.judge_at_most
         if regenerate and generation_to_make:
             out.append(self._estimate("  generation: ", settings.model_under_test,
-                                      generation_to_make, self.generation_prompt_tokens))
+                                      generation_to_make, self.generation_prompt_tokens,
+                                      self.generation_cacheable_tokens))
         if judge_to_make and settings.judge is not None:
             out.append(self._estimate("  judging:    ", settings.judge, judge_to_make,
-                                      self.judge_prompt_tokens))
+                                      self.judge_prompt_tokens, self.judge_cacheable_tokens))
         for label, role, sizes in (("generation", settings.model_under_test,
                                     self.generation_prompt_sizes if regenerate else []),
                                    ("judge", settings.judge, self.judge_prompt_sizes)):

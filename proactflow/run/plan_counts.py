@@ -22,6 +22,7 @@ from ..cache.artifacts import Artifact, ArtifactStore
 from ..cache.calls import open_call_store
 from ..config.settings import RunSettings
 from ..providers.chat import ChatOutcome, ChatRequest
+from ..providers.prompt_cache import Shape, SharedPrefixes, shape_of
 from ..suites.base import Prompts, Step, Suite
 from .plan import Plan
 
@@ -89,14 +90,16 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
     frame = samples.frame()
     role, judge = settings.model_under_test, settings.judge
     plan = Plan(suite.plan_summary(frame), 0, 0, 0, 0)
-    judged: list[tuple[str, int, bool]] = []  # (key, prompt tokens, its reply was cached)
+    judged: list[tuple[str, int, bool, Shape]] = []  # (key, tokens, reply cached, shape)
+    prefixes = SharedPrefixes()  # of the calls to make, in the run's order
 
     def sample_at(index: int) -> dict[str, Any]:
         return frame.row(index, named=True)
 
     def note_judged(request: ChatRequest | None, cached_reply: bool) -> None:
         if request is not None:
-            judged.append((request.key, request.estimated_prompt_tokens, cached_reply))
+            judged.append((request.key, request.estimated_prompt_tokens, cached_reply,
+                           shape_of(request.model, list(request.messages), request.cache)))
 
     def plan_judge(sample: dict, response: dict, cached_reply: bool) -> None:
         note_judged(suite.judgment_request(sample, response, judge, judge_prompts, settings),
@@ -125,14 +128,15 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
         walks = [_Walk(episode, sample_index) for episode in suite.episodes(frame)
                  for sample_index in range(settings.samples)]
         while active := [walk for walk in walks if walk.position < len(walk.episode)]:
-            asked: list[tuple[str, int] | None] = []
+            asked: list[tuple[str, int, Shape] | None] = []
             for walk in active:
                 request = suite.generation_request(sample_at(walk.episode[walk.position]),
                                                    walk.earlier, role, generation_prompts,
                                                    walk.sample_index)
                 # Key and estimate only: an image the request holds is not kept for the plan.
                 asked.append(None if request is None else
-                             (request.key, request.estimated_prompt_tokens))
+                             (request.key, request.estimated_prompt_tokens,
+                              shape_of(request.model, list(request.messages), request.cache)))
             wanted = [summary[0] for summary, walk in zip(asked, active)
                       if summary is not None and walk.known]
             found: dict[str, dict[str, Any]] = {}
@@ -143,7 +147,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                 limit = suite.step_limit(sample)
                 outcome = None
                 if summary is not None:
-                    key, prompt_tokens = summary
+                    key, prompt_tokens, shape = summary
                     plan.generation_calls += 1
                     hit = found.get(key) if walk.known else None
                     if hit is not None:
@@ -152,6 +156,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                     else:
                         walk.known = False
                         plan.generation_prompt_tokens += prompt_tokens
+                        plan.generation_cacheable_tokens += prefixes.cacheable(shape)
                         plan.generation_prompt_sizes.append(prompt_tokens)
                         if limit > 1 and not suite.steps_known:
                             # An environment's path past an unanswered step is unknown: count
@@ -177,14 +182,15 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                         plan.judge_at_most += suite.episode_judge_calls_at_most(sample)
                     walk.next_sample()
     cached_keys: set[str] = set()
-    for batch in _batches([key for key, _, cached in judged if cached]):
+    for batch in _batches([key for key, _, cached, _ in judged if cached]):
         cached_keys.update(lookup(batch))
-    for key, prompt_tokens, _ in judged:
+    for key, prompt_tokens, _, shape in judged:
         plan.judge_calls += 1
         if key in cached_keys:
             plan.judge_cached += 1
         else:
             plan.judge_prompt_tokens += prompt_tokens
+            plan.judge_cacheable_tokens += prefixes.cacheable(shape)
             plan.judge_prompt_sizes.append(prompt_tokens)
     if responses is None and batched(role):
         plan.generation_rounds = max((sum(suite.step_limit(sample_at(index)) for index in episode)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -53,10 +54,15 @@ def judge_request(trigger: dict[str, Any], response: str, role: ModelRole, promp
     messages = [("system", prompt.text),
                 ("user", judge_user_message(trigger["turn"], rubric, history))]
     fmt = _RESPONSE_FORMATS[response_format]
-    # Every call on this template sends its system prompt first: the prompt cache's prefix.
+    # Every call on this template sends its system prompt first: the prompt cache's prefix;
+    # the calls on one trigger (its samples) send its rubric and dialogue next, up to the
+    # reply judged: a longer one.
+    on_trigger = hashlib.sha256(f"{trigger['turn']}\n{rubric.model_dump_json()}".encode()
+                                ).hexdigest()[:16]
     return ChatRequest.build(role, messages, sample_index=sample_index,
                              extra={"response_format": fmt} if fmt else None,
-                             cache=CacheHint(f"judge:{prompt.sha256[:16]}"))
+                             cache=CacheHint(f"judge:{prompt.sha256[:16]}",
+                                             subgroup=on_trigger))
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)

@@ -25,7 +25,7 @@ def response_request(trigger: dict[str, Any], role: ModelRole,
         messages.insert(0, ("system", role.generation.system_prompt))
     return ChatRequest.build(role, messages, sample_index=sample_index,
                              cache=CacheHint(f"dialogue:{trigger['unique_id_eval']}",
-                                             shared=len(messages)))
+                                             shared=len(messages), chain=True))
 
 
 def planned_requests(triggers: pl.DataFrame, role: ModelRole, samples: int = 1):

@@ -19,6 +19,7 @@ import polars as pl
 from ...cache.artifacts import ArtifactStore
 from ...cache.keys import text_sha256
 from ...providers.chat import ChatOutcome, ChatRequest, RetryPlan
+from ...providers.prompt_cache import CacheHint
 from ...common.errors import UserError
 from ...providers.llm import INVALID_MODEL_REPLY
 from ...schemas.arrow import to_frame
@@ -176,9 +177,12 @@ class ProactiveAgent(ProactiveAgentPresentation, Suite):
                    for _, reply in earlier]
         messages = protocol.agent_messages(prompts[AGENT_SYSTEM].text,
                                            prompts[AGENT_INSTRUCTION].text, events, replies)
-        # Upstream's client raises on a reply cut off at the token limit: asked again.
+        # Upstream's client raises on a reply cut off at the token limit: asked again. The
+        # next event re-sends this chat but its last turn (then bare): the cache's prefix.
         return ChatRequest.build(role, messages, sample_index=sample_index,
-                                 retry=RetryPlan(ask_again_when_truncated=True))
+                                 retry=RetryPlan(ask_again_when_truncated=True),
+                                 cache=CacheHint(f"trace:{sample['trace']}:{sample_index}",
+                                                 shared=len(messages) - 1, chain=True))
 
     def reply_parser(self) -> Callable[[str], Any] | None:
         return protocol.parse_agent_reply
@@ -233,7 +237,8 @@ class ProactiveAgent(ProactiveAgentPresentation, Suite):
             prompts[JUDGE_SYSTEM].text, prompts[JUDGE_INSTRUCTION].text,
             json.loads(observations), judged_proposal(response))
         return ChatRequest.build(role, messages, sample_index=response["sample_index"],
-                                 retry=judge_retry(role))
+                                 retry=judge_retry(role),
+                                 cache=CacheHint(f"judge:{prompts[JUDGE_SYSTEM].sha256[:16]}"))
 
     def accept_judge_reply(self, text: str) -> tuple[bool, str | None]:
         accepted = protocol.parse_judge_reply(text)

@@ -18,6 +18,7 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore
 from ...providers.chat import ChatOutcome, ChatRequest, RetryPlan
+from ...providers.prompt_cache import CacheHint
 from ...common.errors import UserError
 from ...schemas.arrow import to_frame
 from ...config.settings import ModelRole, RunSettings
@@ -244,6 +245,7 @@ class ProactiveBenchMllm(ProactiveBenchMllmPresentation, Suite):
                                       response["response"])
         return ChatRequest.build(role, [(m["role"], m["content"]) for m in messages],
                                  sample_index=response["sample_index"],
+                                 cache=CacheHint(f"judge:{prompts[JUDGE_SYSTEM].sha256[:16]}"),
                                  retry=RetryPlan(check=partial(
                                      oeg.check_verdicts, sample["oeg_answers"],
                                      sample["prediction_thr"])))

@@ -67,6 +67,16 @@ class EpisodeChat:
                                                                self.settings))))
         self.steps += 1
 
+    def kept_by_next(self) -> int:
+        """Leading messages the next step's request sends again unchanged (the prompt
+        cache's prefix): all of them, up to the first user turn whose frames leave the
+        window then (rebuilt without them)."""
+        upcoming = frames_in_chat(self.steps, self.settings)
+        leaving = range(self.shown.start, min(upcoming.start, self.shown.stop))
+        if not leaving:
+            return len(self.messages)
+        return 1 + 2 * (leaving.start // self.settings.frames_per_step)
+
     def _image(self, k: int) -> ImagePart:
         image = self.images.get(k)
         if image is None:

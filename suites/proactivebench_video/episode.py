@@ -17,6 +17,7 @@ from typing import Any
 
 from ...config.settings import ModelRole
 from ...providers.chat import ChatOutcome, ChatRequest
+from ...providers.prompt_cache import CacheHint
 from ..base import Step
 from .annotations import GoldTurn, UserTurn, VideoSample
 from .chats import LEFT_WINDOW, EpisodeChats, chat_identity
@@ -99,10 +100,15 @@ def step_request(sample: dict[str, Any], earlier: list[Step], role: ModelRole,
     except VideoDecodeError:
         return None
     system = prompts[SYSTEM].text
+    last = len(earlier) + 1 >= sample["steps"]
     chat = chats.chat(sample_of(sample), earlier, frames, system, settings,
-                      chat_identity(sample, sample_index, system, frames, settings),
-                      last=len(earlier) + 1 >= sample["steps"])
-    return ChatRequest.build(role, chat.messages, sample_index=sample_index)
+                      chat_identity(sample, sample_index, system, frames, settings), last=last)
+    # The episode's next step re-sends this chat (but the turns whose frames leave the
+    # window): the prompt cache's prefix, asked for through the hint.
+    hint = CacheHint(f"video:{sample['part']}:{sample['question_id']}:"
+                     f"{sample['video_sha256'][:16]}:{sample_index}",
+                     shared=None if last else chat.kept_by_next(), chain=True)
+    return ChatRequest.build(role, chat.messages, sample_index=sample_index, cache=hint)
 
 
 def step_row(sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,

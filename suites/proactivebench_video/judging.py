@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from ...config.settings import ModelRole
 from ...providers.chat import ChatOutcome, ChatRequest
+from ...providers.prompt_cache import CacheHint
 from ..base import Prompts
 from .episode import sample_of
 from .pauc import (OMEGAS, JudgeRequest, UnreadableScore, in_window, judge_plan, omega_column,
@@ -42,7 +43,8 @@ def judge_requests(sample: dict[str, Any], steps: list[dict[str, Any]], role: Mo
         return []
     return [ChatRequest.build(role, [("system", prompts[JUDGE].text),
                                      ("user", request.user_message)],
-                              sample_index=steps[0]["sample_index"])
+                              sample_index=steps[0]["sample_index"],
+                              cache=CacheHint(f"judge:{prompts[JUDGE].sha256[:16]}"))
             for plan in plans for request in plan]
 
 
