@@ -196,16 +196,19 @@ def test_find_recognises_the_tag_and_waits_for_a_batch_in_progress():
             await batches.submit([line(f"other {other}")], f"run-{other}")
         fake.create([{"custom_id": "not-proactflows-line", "params": {"model": "claude-test",
                       "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}}])
-        started = time.monotonic()
+        due = fake.batches[ours].finish_at[-1]  # when the fake ends our batch
+        in_progress = time.time() < due
         found = await adapter(fake).find("run-42")  # a process that did not submit it
-        waited = time.monotonic() - started
+        returned_after_its_end = time.time() >= due
         nothing = await batches.find("run-never-submitted")
         recent = await batches.find("run-42", created_after=time.time() + 60)
-        return ours, found, waited, nothing, recent
+        return ours, found, in_progress, returned_after_its_end, nothing, recent
 
-    with fake_server(completion_delay=0.5) as fake:
-        ours, found, waited, nothing, recent = run(scenario(fake))
-    assert found == ours and waited > 0.2  # it waited for the batches to end, then read them
+    # Long enough that the batch is still running when find starts, however slow the machine.
+    with fake_server(completion_delay=3.0) as fake:
+        ours, found, in_progress, returned_after_its_end, nothing, recent = run(scenario(fake))
+    assert in_progress, "the batch ended before find started: nothing to wait for"
+    assert found == ours and returned_after_its_end  # it waited for the batch to end
     assert nothing is None and recent is None
 
 
