@@ -33,7 +33,7 @@ from run_benchmark import build_corpus  # noqa: E402
 from proactflow.results.evaluations import Evaluation  # noqa: E402
 from proactflow.suites.sources import read_corpus_file  # noqa: E402
 from proactflow.suites.proactbench.triggers import build_triggers  # noqa: E402
-from proactflow.results.viewer import write_viewer  # noqa: E402
+from proactflow.results.viewer.site import write_viewer  # noqa: E402
 
 MODELS = 16
 

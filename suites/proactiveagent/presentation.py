@@ -38,7 +38,7 @@ class ProactiveAgentPresentation(SuitePresentation):
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
-        from ...results.report import write_suite_page
+        from ...results.report.pages import write_suite_page
         from .report import leaderboard, section
 
         if out is None:

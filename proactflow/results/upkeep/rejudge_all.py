@@ -16,14 +16,14 @@ from typing import Any
 
 import polars as pl
 
-from ..cache.artifacts import ArtifactSpec, ArtifactStore
-from ..common.errors import UserError
-from .evaluations import Evaluation, TriggerSet, stored_evaluations
-from ..schemas.arrow import conform
-from ..suites.proactbench.corpus import PHASES
-from ..suites.proactbench.tables import ResponseRow, TriggerRow
-from ..config.settings import RunSettings
-from ..suites.proactbench import responses, triggers
+from ...cache.artifacts import ArtifactSpec, ArtifactStore
+from ...common.errors import UserError
+from ..evaluations import Evaluation, TriggerSet, stored_evaluations
+from ...schemas.arrow import conform
+from ...suites.proactbench.corpus import PHASES
+from ...suites.proactbench.tables import ResponseRow, TriggerRow
+from ...config.settings import RunSettings
+from ...suites.proactbench import responses, triggers
 
 
 @dataclass(frozen=True)

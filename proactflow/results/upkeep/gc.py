@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePosixPath
 
-from ..cache.artifacts import ArtifactStore, StoredKey
-from ..cache.storage import Entry
-from ..common.errors import UserError
-from ..run.run_records import RunRecord, read_records
-from .history import needed_versions
+from ...cache.artifacts import ArtifactStore, StoredKey
+from ...cache.storage import Entry
+from ...common.errors import UserError
+from ...run.run_records import RunRecord, read_records
+from ..history.nights import needed_versions
 
 GRACE = timedelta(hours=24)
 

@@ -5,7 +5,7 @@ A night's figure of a (model, judge) per group is the one its suite declares for
 split, the multimodal suite's acc or agg per dataset, the video suite's PAUC per part), with
 its 95 % bootstrap interval over the suite's resampling unit. Between two nights that evaluated
 the same (model, judge, variant), the difference is taken over the samples both scored, paired
-on the same draws of units (history_bootstrap.py). A difference whose interval excludes 0 and
+on the same draws of units (bootstrap.py). A difference whose interval excludes 0 and
 whose size exceeds the threshold is a finding: a regression or an improvement.
 
 A judge whose served snapshot changed between the nights makes their scores not comparable:
@@ -19,9 +19,9 @@ from typing import Any, Collection, Iterable
 
 import polars as pl
 
-from .history import Night, with_gaps
-from .history_checks import metric_of, pair_frame
-from .history_bootstrap import AFTER, night_figure, paired_delta, paired_interval
+from .nights import Night, with_gaps
+from .checks import metric_of, pair_frame
+from .bootstrap import AFTER, night_figure, paired_delta, paired_interval
 
 
 def snapshot_text(snapshot: dict[str, Any] | None) -> str:
@@ -197,7 +197,7 @@ def night_findings(newest_first: Iterable[Night], run_id: str, threshold: float,
                    present: Collection[str] = ()) -> list[Finding]:
     """`findings_of` the night that `run_id` recorded, reading its series (newest first) only
     back to the latest earlier night of each of its pairs, not the whole series; `present`: the
-    names of the series' files, for the nights gone between (history.with_gaps)."""
+    names of the series' files, for the nights gone between (nights.with_gaps)."""
     read: list[Night] = []
     waiting: list[dict[str, Any]] | None = None  # its pairs still without an earlier night
     for night in newest_first:
@@ -223,7 +223,7 @@ def history_table(nights: list[Night]) -> pl.DataFrame:
     """One row per night, (model, judge) and group: the score with its interval, the point's
     label, the snapshots, whether the judge changed since the pair's previous night (a break),
     and links to that night's report and viewer. A gap is one row: a night set aside
-    (history_checks.py) or gone (history.with_gaps), its `gap` saying which, its `set_aside`
+    (checks.py) or gone (nights.with_gaps), its `gap` saying which, its `set_aside`
     which file and why."""
     rows: list[dict[str, Any]] = []
     for index, night in enumerate(nights):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import polars as pl
 
-from ..cache.artifacts import write_atomic
-from .history_scores import Finding
-from .report_html import STYLE
+from ...cache.artifacts import write_atomic
+from .scores import Finding
+from ..report.html import STYLE
 
 CHARTS = ".charts{display:flex;flex-wrap:wrap;gap:0 1.5rem}details{font-size:.8rem}"
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",

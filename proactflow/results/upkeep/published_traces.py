@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache.artifacts import ArtifactStore
-from ..common.errors import UserError
-from ..config.generation import protocol_defaults
-from ..run.pipeline import materialize_samples, suite_of
-from ..run.stage_keys import responses_spec
-from ..schemas.arrow import conform, to_frame
-from ..config.settings import CorpusSource, ModelRole, RunSettings
-from ..suites.sources import Prompt
-from ..suites.base import Prompts
-from ..suites.proactiveagent import upstream
-from ..suites.proactiveagent.rules import AGENT_INSTRUCTION, AGENT_SYSTEM, proposal_text
-from ..suites.proactiveagent.tables import AgentResponseRow, AgentStatus
+from ...cache.artifacts import ArtifactStore
+from ...common.errors import UserError
+from ...config.generation import protocol_defaults
+from ...run.pipeline import materialize_samples, suite_of
+from ...run.stage_keys import responses_spec
+from ...schemas.arrow import conform, to_frame
+from ...config.settings import CorpusSource, ModelRole, RunSettings
+from ...suites.sources import Prompt
+from ...suites.base import Prompts
+from ...suites.proactiveagent import upstream
+from ...suites.proactiveagent.rules import AGENT_INSTRUCTION, AGENT_SYSTEM, proposal_text
+from ...suites.proactiveagent.tables import AgentResponseRow, AgentStatus
 
 PUBLISHED_REVISION = "published-traces"
 """The revision label of imported predictions: a run of the same model never reuses them."""

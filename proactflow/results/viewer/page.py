@@ -1,4 +1,4 @@
-"""The viewer's page: HTML and CSS, with the script of `viewer_script.py`; `viewer.py` puts the
+"""The viewer's page: HTML and CSS, with the script of `script.py`; `site.py` puts the
 index in.
 
 Images (the exact image a multimodal model saw, a video's frames) are files of `media/`
@@ -10,7 +10,7 @@ list is one line (cells cut with an ellipsis, the full text on hover), so a 900-
 window shows thirty or more verdicts.
 """
 
-from .viewer_script import SCRIPT
+from .script import SCRIPT
 
 STYLE = r"""
 html,body{height:100%}

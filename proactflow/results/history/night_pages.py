@@ -15,14 +15,14 @@ import os
 import shutil
 from pathlib import Path
 
-from ..cache.artifacts import write_atomic
+from ...cache.artifacts import write_atomic
 
 FOLDER = "nights"
 COMPARE = "compare"
 
 
 def night_folder(out: Path, name: str) -> Path:
-    """Where the night `name` (history.night_name) keeps its pages under `out`."""
+    """Where the night `name` (nights.night_name) keeps its pages under `out`."""
     return out / FOLDER / name
 
 

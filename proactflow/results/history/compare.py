@@ -1,4 +1,4 @@
-"""A regression side by side: for two nights a finding compares, the viewer (viewer.py) of the
+"""A regression side by side: for two nights a finding compares, the viewer (viewer/site.py) of the
 two nights' evaluations holding only the samples that changed verdict, where each sample shows
 both nights' responses and verdicts next to each other.
 
@@ -20,14 +20,14 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
-from ..cache.artifacts import ArtifactStore
-from ..cache.pinned import PinnedStore
-from ..suites import get_suite
-from ..suites.base import Suite
-from .evaluations import evaluation_of
-from .history_scores import Finding
-from .suite_evaluations import suite_evaluation
-from .viewer import write_viewer
+from ...cache.artifacts import ArtifactStore
+from ...cache.pinned import PinnedStore
+from ...suites import get_suite
+from ...suites.base import Suite
+from ..evaluations import evaluation_of
+from .scores import Finding
+from ..suite_evaluations import suite_evaluation
+from ..viewer.site import write_viewer
 
 FOLDER = "compare"
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import polars as pl
 
-from ..common.errors import UserError
-from ..suites import get_suite
-from ..suites.history_metric import HistoryMetric, samples_frame, with_overall
+from ...common.errors import UserError
+from ...suites import get_suite
+from ...suites.history_metric import HistoryMetric, samples_frame, with_overall
 
 
 def metric_of(suite: str) -> HistoryMetric | None:
@@ -37,7 +37,7 @@ def pair_frame(suite: str, pair: dict[str, Any]) -> tuple[HistoryMetric, pl.Data
     if not set(metric.components) <= set(samples):
         return None
     frame = pl.DataFrame(samples)
-    if "unit" not in frame.columns:  # each sample its own unit (history.samples_record)
+    if "unit" not in frame.columns:  # each sample its own unit (nights.samples_record)
         frame = frame.with_columns(unit=pl.col("sample"))
     return metric, with_overall(metric, samples_frame(metric, frame))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..suites.history_metric import HistoryMetric
+from ...suites.history_metric import HistoryMetric
 
 BOOTSTRAP_SAMPLES = 1000
 SEED = 0

@@ -10,7 +10,7 @@ ProactBench's trigger or the blocks of suites/views.py. Opening a trigger adds a
 ticking ten boxes does not take ten presses of back.
 """
 
-from .viewer_detail_script import DETAIL_SCRIPT
+from .detail_script import DETAIL_SCRIPT
 
 SCRIPT = DETAIL_SCRIPT + r"""
 const INDEX = /*INDEX*/null;

@@ -15,13 +15,13 @@ from typing import Any
 
 import polars as pl
 
-from ..cache.artifacts import ArtifactStore, write_atomic
-from ..common.errors import UserError
-from ..suites.report_views import incomplete_lines
-from .evaluations import Evaluation, distinguish, file_names, stored_evaluations
-from .report_html import STYLE
-from .suite_evaluations import SuiteEvaluation, suite_evaluations
-from .viewer import write_viewer
+from ...cache.artifacts import ArtifactStore, write_atomic
+from ...common.errors import UserError
+from ...suites.report_views import incomplete_lines
+from ..evaluations import Evaluation, distinguish, file_names, stored_evaluations
+from .html import STYLE
+from ..suite_evaluations import SuiteEvaluation, suite_evaluations
+from ..viewer.site import write_viewer
 
 def _incomplete(store: ArtifactStore, shown: list[Evaluation],
                 include_incomplete: bool) -> list[Evaluation]:
@@ -40,7 +40,7 @@ def _suite_files(out: Path, store: ArtifactStore,
     """For the console to name every file written and every evaluation reported or not: the
     leaderboard CSV each other suite's section wrote (one where it shows an evaluation), a line
     per evaluation it shows, and a line per evaluation of each suite left out as incomplete."""
-    from ..suites import get_suite
+    from ...suites import get_suite
 
     paths: dict[str, str] = {}
     reported: list[str] = []
@@ -97,7 +97,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
     complete evaluation in the store), with a section per other suite found in the store over
     `others` (default: all of its complete evaluations; `published`: a folder of Proactive
     Agent's published results files)."""
-    from ..suites import get_suite, suite_names
+    from ...suites import get_suite, suite_names
 
     evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
     chosen = others is not None

@@ -20,14 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..cache.artifacts import ArtifactSpec, ArtifactStore
-from ..common.errors import UserError
-from ..run.pipeline import materialize_samples, materialize_scores, suite_of
-from ..run.run_records import record_name
-from ..schemas.arrow import conform, to_frame
-from ..suites.proactbench.tables import JudgmentRow, ResponseRow
-from ..config.settings import PAPER_JUDGE, CorpusSource, ModelRole, RunSettings, protocol_defaults
-from ..suites.proactbench import judgments, responses
+from ...cache.artifacts import ArtifactSpec, ArtifactStore
+from ...common.errors import UserError
+from ...run.pipeline import materialize_samples, materialize_scores, suite_of
+from ...run.run_records import record_name
+from ...schemas.arrow import conform, to_frame
+from ...suites.proactbench.tables import JudgmentRow, ResponseRow
+from ...config.settings import PAPER_JUDGE, CorpusSource, ModelRole, RunSettings, protocol_defaults
+from ...suites.proactbench import judgments, responses
 
 UNKNOWN_PROMPT = "unknown"
 """The judge prompt of published labels: not established by the files, so not claimed."""
@@ -243,7 +243,7 @@ def _judgment(base: dict[str, Any], judge: str, **fields: Any) -> JudgmentRow:
 def import_published_traces(folder: Path, store: ArtifactStore, *, corpus: str | None = None,
                             model: str | None = None) -> Any:
     """`import --suite proactiveagent DIR`: one model's published ProactiveBench traces stored as
-    its responses (results/published_traces.py), with a run record naming them."""
+    its responses (results/upkeep/published_traces.py), with a run record naming them."""
     from .published_traces import PUBLISHED_REVISION, import_traces
 
     done = import_traces(folder, store, corpus=corpus, model=model)

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import polars as pl
 
-from ..cache.artifacts import ArtifactStore, write_atomic
-from ..suites.declarations import SampleView
-from .evaluations import Evaluation
-from .suite_evaluations import SuiteEvaluation
+from ...cache.artifacts import ArtifactStore, write_atomic
+from ...suites.declarations import SampleView
+from ..evaluations import Evaluation
+from ..suite_evaluations import SuiteEvaluation
 
 if TYPE_CHECKING:
-    from ..suites.base import Suite
-from .viewer_page import PAGE
+    from ...suites.base import Suite
+from .page import PAGE
 
 NOT_SCORED = "not scored"
 

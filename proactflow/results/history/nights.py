@@ -8,7 +8,7 @@ verdict of every sample with the components of its suite's history metric
 (Suite.history_samples), each group's figure and interval as computed that night, and the
 versions of the judgments and responses read, and the night before it (`previous`: a night
 deleted since is a gap, with_gaps). The history's scores, intervals and regressions come
-from those verdicts (history_scores.py), so they stay readable after `gc` removed the
+from those verdicts (scores.py), so they stay readable after `gc` removed the
 artifacts; `gc` keeps the artifacts a night names, at the versions it read, anyway (its
 side-by-side pages read them) unless told not to. Its pages (report, viewer) are kept in `out`
 (night_pages.py).
@@ -30,10 +30,10 @@ from typing import Any, Callable, Collection, Iterable, Iterator
 
 import polars as pl
 
-from ..cache.artifacts import ArtifactStore
-from ..common.errors import UserError
-from ..suites import get_suite
-from ..suites.base import Suite
+from ...cache.artifacts import ArtifactStore
+from ...common.errors import UserError
+from ...suites import get_suite
+from ...suites.base import Suite
 
 NOW_ENV = "PROACTFLOW_NOW"
 log = logging.getLogger("proactflow.history")
@@ -68,10 +68,10 @@ class Night:
     content: dict[str, Any]
     location: str
     set_aside: str | None = None
-    """Why this night's file is not used (history_checks.py), or None: a set-aside night has
+    """Why this night's file is not used (checks.py), or None: a set-aside night has
     no pairs; the history shows it as a gap."""
     gone: bool = False
-    """A night whose file was deleted (history.with_gaps): a gap, `set_aside` saying so."""
+    """A night whose file was deleted (nights.with_gaps): a gap, `set_aside` saying so."""
 
     @property
     def pairs(self) -> list[dict[str, Any]]:
@@ -157,7 +157,7 @@ def with_gaps(nights: list[Night], present: Collection[str],
               location_of: Callable[[str], str] = str) -> list[Night]:
     """`nights` (oldest first) with a gone night where a night's `previous` file (the night
     before it, write_night) is not among `present` (the names of the series' files); a gone
-    night is a gap like a set-aside one (history_checks.py), its file missing rather than
+    night is a gap like a set-aside one (checks.py), its file missing rather than
     unusable. `location_of` says where a name is."""
     known = set(present)
     gone: dict[str, Night] = {}
@@ -200,7 +200,7 @@ _said: set[str] = set()
 
 def _night(location: str, name: str, data: bytes) -> Night:
     """A night file read against its schema; one that cannot be used is set aside, said once."""
-    from .history_checks import night_problem
+    from .checks import night_problem
 
     content: Any = None
     try:
