@@ -65,7 +65,7 @@ class MadeUpSuite:
     name, display_name = "proactivebench-mllm", "ProactiveBench (multimodal)"
 
     def view_spec(self):
-        from proactflow.suites.proactivebench_mllm.views import SPEC
+        from proactflow.suites.proactivebench_mllm.presentation.views import SPEC
 
         return SPEC
 

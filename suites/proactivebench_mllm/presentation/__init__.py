@@ -13,11 +13,11 @@ from typing import Any, Callable, ClassVar
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore, write_atomic
-from ...config.settings import RunSettings
-from ..declarations import SuiteModules
-from ..presentation import SuitePresentation
-from .datasets import mode_of
+from ....cache.artifacts import ArtifactStore, write_atomic
+from ....config.settings import RunSettings
+from ...declarations import SuiteModules
+from ...presentation import SuitePresentation
+from ..datasets import mode_of
 from .outputs import headline_rows
 
 
@@ -57,7 +57,7 @@ class ProactiveBenchMllmPresentation(SuitePresentation):
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
-        from ...results.report.pages import write_suite_page
+        from ....results.report.pages import write_suite_page
         from .report import leaderboard, section
 
         if out is None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..history_metric import HistoryMetric, samples_frame
-from .metrics import EPSILON
+from ...history_metric import HistoryMetric, samples_frame
+from ..metrics import EPSILON
 
 _TP, _FP, _FN = pl.col("true_positive"), pl.col("false_positive"), pl.col("false_negative")
 _RECALL = _TP / (_TP + _FN + EPSILON)

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from ...cache.artifacts import write_atomic
+from ....cache.artifacts import write_atomic
 
 MCQA_METRICS = ("dataset", "samples", "acc", "ps", "scored", "generation_errors",
                 "image_errors", "environment_crashes", "refused")

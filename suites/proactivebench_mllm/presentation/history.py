@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..history_metric import mean_metric, samples_frame
+from ...history_metric import mean_metric, samples_frame
 
 METRIC = mean_metric("headline (MCQA acc, OEG agg)", "all")  # the scores' group of every dataset
 

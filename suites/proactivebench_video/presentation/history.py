@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..history_metric import mean_metric, samples_frame
-from .pauc import omega_column
-from .scoring import ALL_PARTS
+from ...history_metric import mean_metric, samples_frame
+from ..pauc import omega_column
+from ..scoring import ALL_PARTS
 
 METRIC = mean_metric("PAUC at omega 0.5", ALL_PARTS)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore, write_atomic
-from ..report_views import (bars, bootstrap_mean, fold, incomplete_list, incomplete_lines,
+from ....cache.artifacts import ArtifactStore, write_atomic
+from ...report_views import (bars, bootstrap_mean, fold, incomplete_list, incomplete_lines,
                             only_incomplete_section, pivot_table, rank_ranges)
-from .datasets import DATASETS
-from .outcomes import scores
+from ..datasets import DATASETS
+from ..outcomes import scores
 
 OUTCOMES = "mllm_outcomes"
 _COLUMNS = ("model", "judge", "variant", "dataset", "samples", "scored", "acc", "ps", "cp",
@@ -100,7 +100,7 @@ def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
             include_incomplete: bool = False) -> tuple[str, pl.DataFrame] | None:
     """The section's HTML and its leaderboard (written to proactivebench_mllm_leaderboard.csv);
     None when the store holds no evaluation of this suite."""
-    from .. import get_suite
+    from ... import get_suite
 
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from ...cache.artifacts import ArtifactStore
-from ..declarations import SampleView, ViewColumn, ViewSpec
-from ..views import Viewed, evaluation_tables, facts, heading, table
-from .frames import MANIFEST
+from ....cache.artifacts import ArtifactStore
+from ...declarations import SampleView, ViewColumn, ViewSpec
+from ...views import Viewed, evaluation_tables, facts, heading, table
+from ..frames import MANIFEST
 
 OUTCOMES = {"answered every turn": "good", "answered some turns": "mid", "no answer": "bad"}
 SPEC = ViewSpec((ViewColumn("question", "26%"), ViewColumn("part", "50px", filter=True),

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore, write_atomic
-from ...common.errors import UserError
-from ..report_views import (fold, incomplete_list, incomplete_lines, only_incomplete_section,
+from ....cache.artifacts import ArtifactStore, write_atomic
+from ....common.errors import UserError
+from ...report_views import (fold, incomplete_list, incomplete_lines, only_incomplete_section,
                             pivot_table, rank_ranges)
-from . import upstream
-from .scoring import score_splits
+from .. import upstream
+from ..scoring import score_splits
 
 VERDICTS = "proactiveagent_verdicts"
 RESPONSES = "proactiveagent_responses"
@@ -170,7 +170,7 @@ def section(store: ArtifactStore, out: Path, *, published_folder: Path | None = 
             include_incomplete)
     write_atomic(out / "proactiveagent_leaderboard.csv", board.write_csv().encode())
     reference, where = published(store, published_folder)
-    from .. import get_suite
+    from ... import get_suite
 
     left_out = [] if include_incomplete else incomplete_lines(
         get_suite("proactiveagent"), store, board["evaluation"].unique().to_list())

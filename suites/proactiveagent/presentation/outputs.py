@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from ...cache.artifacts import write_atomic
-from .scoring import upstream_rows
+from ....cache.artifacts import write_atomic
+from ..scoring import upstream_rows
 
 _EVENT_COLUMNS = ("trace", "event_index", "sample_index", "time", "event", "task_status",
                   "status", "proposed_task", "judged_candidate_task", "accepted", "thought",

@@ -13,12 +13,12 @@ from typing import Any, Callable, ClassVar
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore
-from ...config.settings import RunSettings
-from ..declarations import SuiteModules
-from ..presentation import SuitePresentation
-from .pauc import omega_column
-from .scoring import ALL_PARTS
+from ....cache.artifacts import ArtifactStore
+from ....config.settings import RunSettings
+from ...declarations import SuiteModules
+from ...presentation import SuitePresentation
+from ..pauc import omega_column
+from ..scoring import ALL_PARTS
 
 
 def _cell(value: float | None) -> str:
@@ -56,7 +56,7 @@ class ProactiveBenchVideoPresentation(SuitePresentation):
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
-        from ...results.report.pages import write_suite_page
+        from ....results.report.pages import write_suite_page
         from .report import leaderboard, section
 
         if out is None:

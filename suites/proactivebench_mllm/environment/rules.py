@@ -4,7 +4,7 @@ References are to the package's environment.py."""
 
 from __future__ import annotations
 
-from .sample import (DOWN, LEFT, REWIND, RIGHT, UP, ZOOM, EnvironmentCrash, Sample)
+from ..sample import (DOWN, LEFT, REWIND, RIGHT, UP, ZOOM, EnvironmentCrash, Sample)
 from .state import EpisodeState
 
 ROD_CORRUPT = "natural_bluebl_greenr-banana-s6"

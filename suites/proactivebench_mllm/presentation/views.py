@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from ...cache.artifacts import ArtifactStore, write_atomic
-from ...cache.keys import content_key
-from ..declarations import SampleView, ViewColumn, ViewSpec
-from ..views import Viewed, evaluation_tables, facts, heading, table, text
-from .environment import View
-from .images import MEDIA_TYPES, image_bytes
+from ....cache.artifacts import ArtifactStore, write_atomic
+from ....cache.keys import content_key
+from ...declarations import SampleView, ViewColumn, ViewSpec
+from ...views import Viewed, evaluation_tables, facts, heading, table, text
+from ..environment import View
+from ..environment.images import MEDIA_TYPES, image_bytes
 
 OUTCOMES = {"correct": "good", "wrong": "bad", "right category": "good", "proactive": "mid",
             "neither": "bad"}

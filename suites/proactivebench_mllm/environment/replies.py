@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from .sample import EnvironmentCrash
+from ..sample import EnvironmentCrash
 
 Evaluation = Literal["correct", "wrong", "mismatch"]
 

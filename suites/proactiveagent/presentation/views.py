@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ...cache.artifacts import ArtifactStore
-from ..declarations import SampleView, ViewColumn, ViewSpec
-from ..views import Viewed, evaluation_tables, facts, table
+from ....cache.artifacts import ArtifactStore
+from ...declarations import SampleView, ViewColumn, ViewSpec
+from ...views import Viewed, evaluation_tables, facts, table
 
 OUTCOMES = {"all right": "good", "FP": "mid", "FN": "mid", "FN+FP": "bad", "not scored": "none",
             "TP": "good", "TN": "good"}

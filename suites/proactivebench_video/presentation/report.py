@@ -10,11 +10,11 @@ from pathlib import Path
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore, write_atomic
-from ..report_views import (bars, fold, incomplete_list, incomplete_lines,
+from ....cache.artifacts import ArtifactStore, write_atomic
+from ...report_views import (bars, fold, incomplete_list, incomplete_lines,
                             only_incomplete_section, pivot_table, rank_ranges)
-from .pauc import omega_column
-from .scoring import score_parts
+from ..pauc import omega_column
+from ..scoring import score_parts
 
 TURNS = "video_turns"
 """The suite's judgments stage (suite.ProactiveBenchVideo.stages.judgments)."""
@@ -65,7 +65,7 @@ def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
                                     for column in _COLUMNS) + "</tr>"
                    for row in shown.iter_rows(named=True))
     overall = board.filter(pl.col("part") == "all").sort(half, descending=True, nulls_last=True)
-    from .. import get_suite
+    from ... import get_suite
 
     left_out = [] if include_incomplete else incomplete_lines(
         get_suite("proactivebench-video"), store, board["evaluation"].unique().to_list())

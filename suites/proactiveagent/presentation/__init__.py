@@ -12,9 +12,9 @@ from typing import Any, Callable, ClassVar
 
 import polars as pl
 
-from ...cache.artifacts import ArtifactStore
-from ..declarations import SuiteModules
-from ..presentation import SuitePresentation, percent
+from ....cache.artifacts import ArtifactStore
+from ...declarations import SuiteModules
+from ...presentation import SuitePresentation, percent
 
 
 class ProactiveAgentPresentation(SuitePresentation):
@@ -38,7 +38,7 @@ class ProactiveAgentPresentation(SuitePresentation):
 
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
-        from ...results.report.pages import write_suite_page
+        from ....results.report.pages import write_suite_page
         from .report import leaderboard, section
 
         if out is None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from ...common.errors import UserError
-from .environment import View
+from ....common.errors import UserError
+from . import View
 
 
 def open_rgb(path: Path) -> Image.Image:

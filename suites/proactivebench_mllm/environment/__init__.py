@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from . import rules
 from .replies import Evaluation, read
-from .sample import ACTION_KEYS, ROTATE, STOP, EnvironmentCrash, Sample
+from ..sample import ACTION_KEYS, ROTATE, STOP, EnvironmentCrash, Sample
 from .state import EpisodeState, Turn
 
 StopReason = Literal["correct", "wrong", "unreadable", "max_steps", "image_error"]
