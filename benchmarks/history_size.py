@@ -29,10 +29,10 @@ from pathlib import Path
 import polars as pl
 
 from proactflow.cache.artifacts import ArtifactStore
-from proactflow.results.history import (latest_snapshots, newest_nights, read_nights,
+from proactflow.results.history.nights import (latest_snapshots, newest_nights, read_nights,
                                         samples_record, write_night)
-from proactflow.results.history_page import write_history
-from proactflow.results.history_scores import (all_findings, findings_of, history_table,
+from proactflow.results.history.page import write_history
+from proactflow.results.history.scores import (all_findings, findings_of, history_table,
                                                night_findings, pair_scores)
 from proactflow.suites import get_suite
 

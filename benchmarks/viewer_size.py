@@ -33,7 +33,7 @@ from run_benchmark import build_corpus  # noqa: E402
 from proactflow.results.evaluations import Evaluation  # noqa: E402
 from proactflow.suites.sources import read_corpus_file  # noqa: E402
 from proactflow.suites.proactbench.triggers import build_triggers  # noqa: E402
-from proactflow.results.viewer import write_viewer  # noqa: E402
+from proactflow.results.viewer.site import write_viewer  # noqa: E402
 
 MODELS = 16
 
@@ -65,7 +65,7 @@ class MadeUpSuite:
     name, display_name = "proactivebench-mllm", "ProactiveBench (multimodal)"
 
     def view_spec(self):
-        from proactflow.suites.proactivebench_mllm.views import SPEC
+        from proactflow.suites.proactivebench_mllm.presentation.views import SPEC
 
         return SPEC
 

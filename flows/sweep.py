@@ -24,10 +24,10 @@ from proactflow.prefect_server.interrupted import note_flow_run
 from proactflow.flows.evaluate import evaluate
 from proactflow.providers.litellm_setup import set_up_litellm
 from proactflow.run.pipeline import suite_of
-from proactflow.results.history import night_name, now, series_slug
-from proactflow.results.history_page import add_to_report, findings_section
-from proactflow.results.history_scores import Finding
-from proactflow.results.night_pages import night_folder
+from proactflow.results.history.nights import night_name, now, series_slug
+from proactflow.results.history.page import add_to_report, findings_section
+from proactflow.results.history.scores import Finding
+from proactflow.results.history.night_pages import night_folder
 from proactflow.run.progress import coverage_problem, located_causes
 from proactflow.suites import found_by_other_processes
 from proactflow.sweeps.deployed import run_evaluations
@@ -154,7 +154,7 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
     for finding in findings:
         logger.warning("%s", finding.line())
     emit_findings(findings)
-    # The night's own copies (results/night_pages.py) beside the latest, in `out`.
+    # The night's own copies (results/history/night_pages.py) beside the latest, in `out`.
     own = night_folder(out, night_name(night, run_id)) if out is not None and pairs else None
     if out is not None:
         section = findings_section(findings, [c.line() for c in changed])

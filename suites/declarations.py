@@ -101,7 +101,7 @@ class SampleView:
     `cells` fill the list's columns and the extra filters, in the spec's order; `shared` is
     what every evaluation of the sample shows alike (the question, the gold answer) and
     `result` this evaluation's own part (its replies, images, scores), both as blocks the page
-    draws (results/viewer_script.py: text, facts, table, image). `files` are the images the
+    draws (results/viewer/script.py: text, facts, table, image). `files` are the images the
     blocks name (`media/<name>`): bytes, or a path to copy; written once per name."""
 
     sample: str

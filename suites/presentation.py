@@ -120,7 +120,7 @@ class SuitePresentation:
         history = self.modules.module("history")
         return history.view_sample(sample) if history is not None else sample
 
-    # The viewer (results/viewer.py): what a person reads of one sample.
+    # The viewer (results/viewer/site.py): what a person reads of one sample.
 
     def view_spec(self) -> ViewSpec:
         """The viewer's list for this suite. By default the sample key's columns and the group

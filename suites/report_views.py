@@ -1,4 +1,4 @@
-"""Pieces every suite's report section is made of (suites/*/report.py): the model x group table
+"""Pieces every suite's report section is made of (each suite's report.py): the model x group table
 with intervals, rank ranges, a bar chart of one group with interval whiskers, a bootstrap of a
 mean over samples, a fold for wide tables, and the list of evaluations left out as incomplete.
 

@@ -1,4 +1,4 @@
-"""Blocks the viewer draws (results/viewer_script.py), built by the suites' `sample_views`:
+"""Blocks the viewer draws (results/viewer/script.py), built by the suites' `sample_views`:
 `{"t": "text", "label", "text"}`, `{"t": "facts", "items": [[name, value], ...]}`,
 `{"t": "table", "head": [...], "rows": [[cell, ...], ...], "marked": [row, ...]}` (a cell is a
 value, `{"img": file, "title": text}`, `{"imgs": [...]}` or `{"badge": outcome}`),

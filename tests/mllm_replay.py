@@ -8,7 +8,7 @@ from typing import Any
 
 from proactflow.suites.proactivebench_mllm.environment import (
     EpisodeState, start, statistics, step, stop_reason, view)
-from proactflow.suites.proactivebench_mllm.images import pixel_digest, shown_image
+from proactflow.suites.proactivebench_mllm.environment.images import pixel_digest, shown_image
 from proactflow.suites.proactivebench_mllm.sample import EnvironmentCrash, Sample
 
 

@@ -18,10 +18,11 @@ from fake_openai import Reply
 from mllm_corpus import FULL, generate_corpus
 
 from proactflow.suites import register_suite
-from proactflow.suites.proactivebench_mllm import environment, rules
+from proactflow.suites.proactivebench_mllm import environment
+from proactflow.suites.proactivebench_mllm.environment import rules
 from proactflow.suites.proactivebench_mllm.corpus import read_corpus
 from proactflow.suites.proactivebench_mllm.datasets import DATASETS
-from proactflow.suites.proactivebench_mllm.images import pixel_digest, shown_image
+from proactflow.suites.proactivebench_mllm.environment.images import pixel_digest, shown_image
 from proactflow.suites.proactivebench_mllm.sample import EnvironmentCrash, Sample
 from proactflow.suites.proactivebench_mllm.suite import ProactiveBenchMllm
 

@@ -14,8 +14,8 @@ import pytest
 
 from helpers import cli_args, run_cli
 from proactflow.cache.artifacts import ArtifactStore
-from proactflow.results.history import read_nights, write_night
-from proactflow.results.history_scores import all_findings, history_table
+from proactflow.results.history.nights import read_nights, write_night
+from proactflow.results.history.scores import all_findings, history_table
 from test_history import NightlyModel, verdict_judge
 from test_history_scores import UNITS, pair, record
 

@@ -17,9 +17,9 @@ from helpers import cli_args, run_cli
 from test_store_admin import age_files
 
 from proactflow.cache.artifacts import ArtifactStore
-from proactflow.results.history import read_nights
-from proactflow.results.history_compare import with_comparisons
-from proactflow.results.history_scores import Finding, pair_frame
+from proactflow.results.history.nights import read_nights
+from proactflow.results.history.compare import with_comparisons
+from proactflow.results.history.scores import Finding, pair_frame
 from proactflow.suites import get_suite
 
 THREE_DAYS = 3 * 86400

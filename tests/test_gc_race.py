@@ -13,7 +13,7 @@ from helpers import cli_args, run_cli
 from test_store_admin import TWO_DAYS, age_files, parquet_files
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.results.store_gc import collect, plan_collection, summary_lines
+from proactflow.results.upkeep.gc import collect, plan_collection, summary_lines
 
 
 def test_an_artifact_a_run_reuses_after_the_plan_is_kept(tmp_path):

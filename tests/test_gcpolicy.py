@@ -15,7 +15,7 @@ from proactflow.common.process import COST_MAP_ENV, tune_process
 IMPORTS = ["proactflow", "proactflow.suites.base", "proactflow.suites.declarations",
            "proactflow.suites.sources", "proactflow.suites.presentation",
            "proactflow.config.settings", "proactflow.schemas.arrow",
-           "proactflow.providers.llm", "proactflow.results.history"]
+           "proactflow.providers.llm", "proactflow.results.history.nights"]
 """The package and the public modules a suite of one's own imports."""
 
 

@@ -86,7 +86,7 @@ def _trigger_kept_good(store) -> str:
     night 4, so its sample keeps its verdict and every dialogue still has one that changed."""
     from proactflow.cache.artifacts import ArtifactStore
     from proactflow.results.evaluations import evaluation_of
-    from proactflow.results.history import read_nights
+    from proactflow.results.history.nights import read_nights
 
     artifacts = ArtifactStore(str(store))
     evaluation = evaluation_of(artifacts, read_nights(artifacts)[0].pairs[0]["judgments"])
@@ -234,8 +234,8 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert "2026-11-03 02:00 (ckpt-3" in summary and "2026-11-04 02:00 (ckpt-4" in summary
 
     from proactflow.cache.artifacts import ArtifactStore
-    from proactflow.results.history import read_nights
-    from proactflow.results.history_scores import all_findings
+    from proactflow.results.history.nights import read_nights
+    from proactflow.results.history.scores import all_findings
 
     nights = read_nights(ArtifactStore(str(store)), series="nightly")
     assert [n.night.day for n in nights] == [1, 2, 3, 4, 5]
@@ -355,7 +355,7 @@ def test_a_labelled_run_is_a_night_of_its_series(fake, tmp_path, capsys, monkeyp
         printed
 
     from proactflow.cache.artifacts import ArtifactStore
-    from proactflow.results.history import read_nights
+    from proactflow.results.history.nights import read_nights
 
     nights = read_nights(ArtifactStore(str(store)), series="checkpoints")
     assert [(n.date, n.pairs[0]["revision"]) for n in nights] == [

@@ -12,10 +12,11 @@ import pytest
 
 from helpers import run_cli
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.results.history import latest_snapshots, newest_nights, read_nights, write_night
-from proactflow.results.history_scores import (all_findings, findings_of, history_table,
+from proactflow.results.history.nights import (latest_snapshots, newest_nights, read_nights,
+                                               write_night)
+from proactflow.results.history.scores import (all_findings, findings_of, history_table,
                                                night_findings)
-from proactflow.results.store_gc import plan_collection
+from proactflow.results.upkeep.gc import plan_collection
 
 UNITS = [f"d{i}" for i in range(12)]
 

@@ -20,9 +20,9 @@ import pytest
 from pydantic import BaseModel
 
 from proactflow.cache.artifacts import ArtifactStore
-from proactflow.results.history import pair_entry, read_nights, write_night
-from proactflow.results.history_page import write_history
-from proactflow.results.history_scores import all_findings, history_table
+from proactflow.results.history.nights import pair_entry, read_nights, write_night
+from proactflow.results.history.page import write_history
+from proactflow.results.history.scores import all_findings, history_table
 from proactflow.schemas.arrow import to_frame
 from proactflow.suites import get_suite
 from proactflow.suites.proactiveagent.tables import VerdictRow
@@ -210,8 +210,8 @@ def test_the_changed_samples_of_a_regression_side_by_side(tmp_path, prefect_serv
     from helpers import run_cli
     from test_proactiveagent_suite import agent, args, reward_model
 
-    from proactflow.results.history_compare import with_comparisons
-    from proactflow.results.history_scores import Finding, pair_frame
+    from proactflow.results.history.compare import with_comparisons
+    from proactflow.results.history.scores import Finding, pair_frame
 
     quiet = {"on": False}
 
@@ -279,8 +279,8 @@ def test_every_suites_stored_evaluations_in_the_history_and_side_by_side(tmp_pat
     figures, and each changed sample links to a sample the viewer of the two nights holds."""
     from viewer_stores import four_suites
 
-    from proactflow.results.history_compare import with_comparisons
-    from proactflow.results.history_scores import Finding, pair_frame, pair_scores
+    from proactflow.results.history.compare import with_comparisons
+    from proactflow.results.history.scores import Finding, pair_frame, pair_scores
     from proactflow.suites import suite_names
 
     store = ArtifactStore(four_suites(tmp_path))

@@ -25,7 +25,11 @@ LAYERS = [
     "run",             # running one evaluation
     "flows.wiring",    # one evaluation's stages wired, with Prefect or without
     "flows.evaluate",  # the `evaluate` and `rejudge` flows
-    "results",         # reading results: report, viewer, re-judging many, imports, gc
+    "results",         # reading results: a store's evaluations and their identity
+    "results.viewer",  # the per-trigger viewer
+    "results.report",  # the report's pages and exports
+    "results.history",  # the sweeps' history of nights, its pages and findings
+    "results.upkeep",  # imports, re-judging many, gc
     "sweeps",          # many evaluations: sweep file, process groups, deployments
     "flows.sweep",     # the `sweep` flow
     "cli",             # the `proactflow` command
@@ -38,13 +42,13 @@ UPWARD_KNOWN = {
         "a role's default generation settings are its suite's protocol's",
     ("proactflow.suites.proactbench.suite", "proactflow.results.evaluations"):
         "a run's --out report names its evaluation",
-    ("proactflow.suites.proactbench.suite", "proactflow.results.report"):
+    ("proactflow.suites.proactbench.suite", "proactflow.results.report.pages"):
         "a run writes the report page of its own evaluation to --out",
-    ("proactflow.suites.proactiveagent.presentation", "proactflow.results.report"):
+    ("proactflow.suites.proactiveagent.presentation", "proactflow.results.report.pages"):
         "a sweep writes the report page of its evaluations to its --out",
-    ("proactflow.suites.proactivebench_mllm.presentation", "proactflow.results.report"):
+    ("proactflow.suites.proactivebench_mllm.presentation", "proactflow.results.report.pages"):
         "a sweep writes the report page of its evaluations to its --out",
-    ("proactflow.suites.proactivebench_video.presentation", "proactflow.results.report"):
+    ("proactflow.suites.proactivebench_video.presentation", "proactflow.results.report.pages"):
         "a sweep writes the report page of its evaluations to its --out",
 }
 """Imports that point up today, each put off until a function runs; they are to go (the report
@@ -204,10 +208,10 @@ DEFAULT_SUITE_AT = "proactflow.config.generation"
 """Where the configuration names the default suite: the one name allowed outside suites/."""
 
 SUITE_NAMED_KNOWN = {
-    "proactflow.results.imports": "ProactBench's and Proactive Agent's importers",
-    "proactflow.results.published_traces": "Proactive Agent's published traces importer",
-    "proactflow.results.rejudge_all": "rejudge --all-models reads ProactBench's tables",
-    "proactflow.results.viewer": "ProactBench's viewer list",
+    "proactflow.results.upkeep.imports": "ProactBench's and Proactive Agent's importers",
+    "proactflow.results.upkeep.published_traces": "Proactive Agent's published traces importer",
+    "proactflow.results.upkeep.rejudge_all": "rejudge --all-models reads ProactBench's tables",
+    "proactflow.results.viewer.site": "ProactBench's viewer list",
 }
 """Modules outside suites/ that still import a suite's package or say a suite's name, each to
 go behind the seam (suites/base.py's declarations); none may be added."""
@@ -255,3 +259,16 @@ def test_no_module_outside_suites_names_a_suite():
     assert not new, f"modules outside suites/ naming a suite: {new}"
     gone = sorted(set(SUITE_NAMED_KNOWN) - set(naming))
     assert not gone, f"no longer naming a suite, remove from SUITE_NAMED_KNOWN: {gone}"
+
+
+MOST_MODULES_IN_A_FOLDER = 15
+
+
+def test_no_folder_of_the_package_holds_more_than_fifteen_modules():
+    counts: dict[Path, int] = {}
+    for path in package_modules().values():
+        if path.name != "__init__.py":
+            counts[path.parent] = counts.get(path.parent, 0) + 1
+    crowded = {str(folder.relative_to(ROOT)): n for folder, n in counts.items()
+               if n > MOST_MODULES_IN_A_FOLDER}
+    assert not crowded, f"split these folders into rooms by concept: {crowded}"

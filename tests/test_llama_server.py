@@ -195,3 +195,34 @@ def test_the_multimodal_suite_refuses_a_text_only_server_before_any_call(
     assert code == 2
     assert "openai/tiny" in err[-1] and "--eval-vision" in err[-1] and "images" in err[-1]
     assert llama.proxy.exchanges[start:] == []  # not a single request, not even /models
+
+
+def test_batch_auto_calls_the_server_interactively_and_leaves_nothing_pending(
+        llama, tmp_path, capsys):
+    # llama.cpp's server has chat completions and no batch API (#36 item 1): the probe reads its
+    # batches route once, the plan says why each role is interactive, and status finds nothing
+    # pending afterwards.
+    args = _proactbench(llama, tmp_path, "--limit", "1", "--batch", "auto")
+    code, exchanges = _run(llama, args)
+    out = capsys.readouterr().out
+    batch_lines = [line for line in out.splitlines() if line.startswith("batch ")]
+    assert len(batch_lines) == 2 and all(
+        "interactive" in line and "has no batch API" in line and "/batches answered HTTP" in line
+        for line in batch_lines), batch_lines
+    assert code in (0, 1)
+    assert any(e.path.endswith("/chat/completions") for e in exchanges)
+    assert not [e for e in exchanges if "/files" in e.path]  # no upload was tried
+    assert [e.method for e in exchanges if "/batches" in e.path] == ["GET"]
+    assert run_cli("status", args) == 0
+    assert "pending" not in capsys.readouterr().out
+
+
+def test_a_model_the_server_does_not_serve_stops_before_any_call(llama, tmp_path, capsys):
+    # The server lists its models (#36 item 2): another name stops the run with one line that
+    # names the ones it serves, before a chat request is sent.
+    args = _proactbench(llama, tmp_path, "--limit", "1")
+    args[1] = "openai/nosuch"
+    code, exchanges = _run(llama, args)
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "nosuch" in line and "tiny" in line, line
+    assert not [e for e in exchanges if e.path.endswith("/chat/completions")]

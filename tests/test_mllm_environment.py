@@ -18,8 +18,8 @@ from proactflow.suites.proactivebench_mllm.corpus import (check_first_images, pa
 from proactflow.suites.proactivebench_mllm.datasets import BY_SHORT, parse_datasets
 from proactflow.suites.proactivebench_mllm.environment import (
     abandon, play, read_reply, start, statistics, step, stop_reason, view)
-from proactflow.suites.proactivebench_mllm.images import image_bytes, pixel_digest, shown_image
-from proactflow.suites.proactivebench_mllm.replies import full_text, letter
+from proactflow.suites.proactivebench_mllm.environment.images import image_bytes, pixel_digest, shown_image
+from proactflow.suites.proactivebench_mllm.environment.replies import full_text, letter
 from proactflow.suites.proactivebench_mllm.sample import LEFT, EnvironmentCrash
 from proactflow.suites.proactivebench_mllm.scores import mcqa_scores
 

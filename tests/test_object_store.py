@@ -27,7 +27,7 @@ from replay import JUDGE_PROMPT, SAMPLE_CORPUS, SAMPLE_RESULTS
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore, storage_for
 from proactflow.cache.keys import text_sha256
 from proactflow.cache.remote import open_filesystem
-from proactflow.results.store_gc import collect, plan_collection
+from proactflow.results.upkeep.gc import collect, plan_collection
 from proactflow.run.run_records import find_record, read_records, record_name
 from proactflow.suites.sources import fetch_upstream_judge_prompt
 

@@ -99,7 +99,7 @@ def test_split_scores_csv_says_dash_where_the_console_does_and_keeps_zeros():
     "-", as the console prints. A scored split's true zeros stay 0.0."""
     import polars as pl
 
-    from proactflow.suites.proactiveagent.outputs import split_scores_csv
+    from proactflow.suites.proactiveagent.presentation.outputs import split_scores_csv
     from proactflow.suites.proactiveagent.scoring import score_splits
 
     def verdict(split: str, trace: str, status: str, proposed: bool, accepted: bool) -> dict:

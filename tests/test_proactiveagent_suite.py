@@ -302,7 +302,7 @@ api_base = "{fake.url}"
     assert "ProactiveBench (Proactive Agent)" in page and "F1 per split" in page
     # The night is recorded in the history with the suite's own figure: F1 per split.
     from proactflow.cache.artifacts import ArtifactStore
-    from proactflow.results.history import read_nights
+    from proactflow.results.history.nights import read_nights
 
     [night] = read_nights(ArtifactStore(tmp_path / "store"), series="sweep")
     f1 = {(pair["model"], score["group"]): score["score"] for pair in night.pairs

@@ -15,7 +15,7 @@ from helpers import cli_args, run_cli
 from replay import SAMPLE_CORPUS, SAMPLE_RESULTS
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.results.store_gc import parse_age, plan_collection
+from proactflow.results.upkeep.gc import parse_age, plan_collection
 from proactflow.run.run_records import record_name
 
 TWO_DAYS = 2 * 86400

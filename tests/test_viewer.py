@@ -12,7 +12,7 @@ from browser import Browser, chromium_path
 from helpers import cli_args, run_cli
 from proactflow.cache.artifacts import ArtifactStore
 from proactflow.results.evaluations import distinguish, stored_evaluations
-from proactflow.results.viewer import build_view, short_names, write_viewer
+from proactflow.results.viewer.site import build_view, short_names, write_viewer
 from replay import SAMPLE_CORPUS, SAMPLE_RESULTS
 
 VOYAGE_REPLY_MARKUP = "<script>alert(1)</script>"

@@ -226,7 +226,7 @@ def test_a_multimodal_sample_with_two_evaluations_shows_both_uncut(store, tmp_pa
 
     from proactflow.cache.artifacts import ArtifactStore
     from proactflow.results.suite_evaluations import suite_evaluation
-    from proactflow.results.viewer import write_viewer
+    from proactflow.results.viewer.site import write_viewer
     from proactflow.suites import get_suite
 
     artifacts = ArtifactStore(store)

@@ -68,10 +68,10 @@ def history_command(args: argparse.Namespace) -> int:
     import polars as pl
 
     from ..cache.artifacts import ArtifactStore
-    from ..results.history import read_nights
-    from ..results.history_compare import with_comparisons
-    from ..results.history_page import write_history
-    from ..results.history_scores import all_findings, history_table
+    from ..results.history.nights import read_nights
+    from ..results.history.compare import with_comparisons
+    from ..results.history.page import write_history
+    from ..results.history.scores import all_findings, history_table
 
     series, suite, location = args.series, args.suite, args.store
     if args.config:

@@ -15,7 +15,7 @@ def _listed(names: list[str]) -> str:
 
 def print_traces_import(done: Any) -> None:
     """`done` is a results.published_traces.TracesImport."""
-    from ..results.published_traces import PUBLISHED_REVISION
+    from ..results.upkeep.published_traces import PUBLISHED_REVISION
 
     print(f"{done.folder}: {done.model} (revision {PUBLISHED_REVISION}): {done.imported} of "
           f"{done.events} test events imported ({done.failed_events} failed upstream, judged "

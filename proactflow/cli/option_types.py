@@ -126,7 +126,7 @@ def phases_list(text: str) -> tuple[str, ...]:
 
 
 def age(text: str):
-    from ..results.store_gc import parse_age
+    from ..results.upkeep.gc import parse_age
 
     try:
         return parse_age(text)

@@ -69,7 +69,7 @@ def rejudge_all(args: argparse.Namespace) -> int:
     from ..run.pipeline import suite_of
     from ..run.preflight import check_access, lookup_calls, make_plan
     from ..suites.base import Prompts
-    from ..results.rejudge_all import plan_lines, rejudge_arguments, select_stored_responses
+    from ..results.upkeep.rejudge_all import plan_lines, rejudge_arguments, select_stored_responses
 
     store = ArtifactStore(args.store or default_store())
     entries = select_stored_responses(

@@ -173,7 +173,7 @@ def record_labelled_run(label: str, settings: Any, result: dict[str, Any]) -> No
     changes against the series' night before (proactflow history)."""
     from pathlib import Path
 
-    from ..results.history import now
+    from ..results.history.nights import now
     from ..run.pipeline import open_store, suite_of
     from ..sweeps.nightly import emit_findings, record_pairs
 
@@ -257,9 +257,9 @@ def check_prefect_server() -> None:
 def run_flow(command: str, settings: RunSettings, *, temporary_server: bool = False,
              **stored: Any) -> dict[str, Any]:
     """The `evaluate` flow (`command` "run") or the `rejudge` one (given `stored`, what
-    results/rejudge_all.py names) of `settings`: as Prefect flows reporting to PREFECT_API_URL's
-    server or, with `temporary_server`, to one of this command's own; else the same stages run
-    without Prefect (flows/wiring.py), their progress on standard error."""
+    results/upkeep/rejudge_all.py names) of `settings`: as Prefect flows reporting to
+    PREFECT_API_URL's server or, with `temporary_server`, to one of this command's own; else the
+    same stages run without Prefect (flows/wiring.py), their progress on standard error."""
     set_up_litellm()  # the flows' bodies do too: for a deployment's worker
     if not temporary_server and not reports_to_prefect():
         from ..flows.wiring import evaluate_untracked, rejudge_untracked

@@ -13,13 +13,13 @@ from .options import selected_evaluations
 
 def import_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..results.imports import import_results
+    from ..results.upkeep.imports import import_results
 
     if args.model and len(args.files) > 1:
         raise UserError("--model names one file's model: import the files one at a time")
     store = ArtifactStore(args.store or default_store())
     if args.suite != DEFAULT_SUITE:  # the other suite whose published results import takes
-        from ..results.imports import import_published_traces
+        from ..results.upkeep.imports import import_published_traces
         from .importing import print_traces_import
 
         for folder in args.files:
@@ -42,7 +42,7 @@ def import_command(args: argparse.Namespace) -> int:
 
 def report_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..results.report import write_report
+    from ..results.report.pages import write_report
     from ..results.suite_evaluations import suite_evaluations
 
     store = ArtifactStore(args.store or default_store())
@@ -99,7 +99,7 @@ def runs_rm_command(args: argparse.Namespace) -> int:
 
 def gc_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..results.store_gc import collect, plan_collection, summary_lines
+    from ..results.upkeep.gc import collect, plan_collection, summary_lines
 
     store = ArtifactStore(args.store or default_store())
     collection = plan_collection(store, keep_latest=args.keep_latest, older_than=args.older_than,
@@ -116,7 +116,7 @@ def view_command(args: argparse.Namespace) -> int:
 
     from ..cache.artifacts import ArtifactStore
     from ..results.suite_evaluations import suite_evaluations
-    from ..results.viewer import frame_summary, write_viewer
+    from ..results.viewer.site import frame_summary, write_viewer
 
     store = ArtifactStore(args.store or default_store())
     evaluations = selected_evaluations(args, store)

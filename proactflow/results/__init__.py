@@ -1,11 +1,8 @@
-"""Reading results: evaluations in a store and their identity (evaluations.py), the report and
-its HTML (report.py, report_html.py), the per-trigger viewer (viewer.py, viewer_page.py,
-viewer_script.py), re-judging many evaluations (rejudge_all.py), importing published results
-(imports.py; ProactiveBench's published traces: published_traces.py), the sweeps' history of
-nights with its scores, intervals, regressions, gaps and page (history.py, history_scores.py,
-history_bootstrap.py, history_page.py), each night's own pages in a sweep's
-`out` (night_pages.py) and each finding's side-by-side page (history_compare.py),
-and removing what no kept run needs (store_gc.py).
+"""Reading results, in rooms by concept: what a store's evaluations are and their identity
+(evaluations.py, suite_evaluations.py, here), the viewer (viewer/), the report (report/), the
+sweeps' history of nights (history/) and the store's upkeep: imports, re-judging many, gc
+(upkeep/). Each room's `__init__` says what it owns; bottom first, a room imports only those
+before it in that list.
 
 May import: common, prefect_server, schemas, cache, limits, config, providers, suites, stages,
 run, flows.evaluate.

@@ -11,11 +11,11 @@ from typing import Any
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from ..results.history import (FOLDER, latest_snapshots, newest_nights, night_name,
+from ..results.history.nights import (FOLDER, latest_snapshots, newest_nights, night_name,
                                pair_entry, series_slug, write_night)
-from ..results.history_compare import with_comparisons
-from ..results.history_scores import Finding, night_findings, pair_scores
-from ..results.night_pages import keep_pages, mirror_compare, night_folder
+from ..results.history.compare import with_comparisons
+from ..results.history.scores import Finding, night_findings, pair_scores
+from ..results.history.night_pages import keep_pages, mirror_compare, night_folder
 from ..suites.base import Suite
 from .snapshot import PROBE_MAX_TOKENS, PROBE_PROMPT_TOKENS, Change, Probe, changes, probe_all
 from .snapshot import refreshed, roles_to_probe

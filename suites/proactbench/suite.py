@@ -161,7 +161,7 @@ class ProactBench(Suite):
     def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
                      *, seed: int = 0) -> pl.DataFrame:
         from ...results.evaluations import evaluation_of
-        from ...results.report import write_report
+        from ...results.report.pages import write_report
 
         evaluations = []
         for key in judgments_keys:

@@ -28,7 +28,7 @@ from ..sources import Prompt
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables
 from . import protocol, upstream
 from .data import TraceEvent, read_local_corpus
-from .outputs import write_outputs
+from .presentation.outputs import write_outputs
 from .presentation import ProactiveAgentPresentation
 from .rules import (AGENT_INSTRUCTION, AGENT_SYSTEM, JUDGE_INSTRUCTION, JUDGE_SYSTEM,
                     PROMPT_FLAGS_ORDER, judge_retry, judged_proposal, missing_prompts_hint,

@@ -13,7 +13,7 @@ from typing import Any
 from ...common.errors import CorpusError, UserError
 from .datasets import Dataset
 from .environment import start, view
-from .rules import ROD_CORRUPT
+from .environment.rules import ROD_CORRUPT
 from .sample import Crop, EnvironmentCrash, Sample
 
 COMMON = ("id", "image_template", "first_image", "num_images", "reference_image", "prompt",

@@ -13,7 +13,7 @@ from ...providers.chat import ChatOutcome
 from ...providers.content import ImagePart
 from . import environment
 from .environment import EpisodeState, View
-from .images import image_bytes
+from .environment.images import image_bytes
 from .oeg import oeg_question
 from .sample import Crop, EnvironmentCrash, Sample
 from .tables import StepRow

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from . import rules
+from .environment import rules
 from .environment import EpisodeState, question, start
 from .sample import Sample
 from .upstream import Upstream

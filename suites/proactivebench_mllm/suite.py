@@ -29,11 +29,11 @@ from .corpus import check_every_image, check_first_images, read_corpus
 from .datasets import DATASETS, Dataset, mode_of, parse_datasets
 from .episode import replayed, sample_json, sample_of, shown, step_record
 from .outcomes import judgment_row, scores
-from .outputs import write_outputs
+from .presentation.outputs import write_outputs
 from .presentation import ProactiveBenchMllmPresentation
 from .source import folder_revision, hub_corpus
 from .tables import DatasetScoreRow, EntryRow, OutcomeRow, StepRow
-from .views import note_corpus_folder
+from .presentation.views import note_corpus_folder
 
 JUDGE_SYSTEM, JUDGE_USER = "oeg_judge_system", "oeg_judge_user"
 CALL_FAILURES = ("error", "empty", "truncated", "blocked")
