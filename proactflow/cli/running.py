@@ -242,16 +242,32 @@ def check_prefect_server() -> None:
     url = PREFECT_API_URL.value()
     if not url:
         return
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=5):
-            pass
-    except urllib.error.HTTPError:
-        return  # it answered
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise UserError(f"the Prefect server at {url} (PREFECT_API_URL) does not answer "
-                        f"({reason}): start it with 'prefect server start', or unset "
-                        "PREFECT_API_URL to report to none") from None
+    for timeout in PREFECT_HEALTH_TIMEOUTS_S:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if not _timed_out(reason):
+                break  # refused, unknown host...: nothing to wait for
+    waited = f" within {sum(PREFECT_HEALTH_TIMEOUTS_S):g} s" if _timed_out(reason) else ""
+    raise UserError(f"the Prefect server at {url} (PREFECT_API_URL) does not answer{waited} "
+                    f"({reason}): start it with 'prefect server start', or unset "
+                    "PREFECT_API_URL to report to none") from None
+
+
+PREFECT_HEALTH_TIMEOUTS_S = (5.0, 10.0, 15.0)
+"""How long each ask of a Prefect server's health waits: a busy server (a shared one, or one on
+a machine whose cores are taken) can be slow to answer without being down, so a timed-out ask is
+made again, longer, before the command stops; a refused connection stops it at once."""
+
+
+def _timed_out(reason: object) -> bool:
+    import socket
+
+    return isinstance(reason, (TimeoutError, socket.timeout)) or "timed out" in str(reason)
 
 
 def run_flow(command: str, settings: RunSettings, *, temporary_server: bool = False,
