@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from typing import Any
+import warm_spawn
 
 RUNNER = "import sys; from proactflow.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -38,7 +39,7 @@ def killed_at(fake: Any, event: str, command: list[str], prefect_server: str,
     kills it and every process under it (SIGKILL: no cleanup of any kind) when `fake` (a fake
     batch API with an `on_event(name, subject)` hook) is about to do `event`. Whether it was
     killed, rather than ending first."""
-    process = subprocess.Popen([sys.executable, "-c", RUNNER, *command],
+    process = warm_spawn.Popen([sys.executable, "-c", RUNNER, *command],
                                env=dict(os.environ, PREFECT_API_URL=prefect_server),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     killed = threading.Event()

@@ -72,11 +72,16 @@ def seaweed(tmp_path_factory):
 def pytest_collection_modifyitems(session, config, items):
     """A pytest-xdist worker whose tests use the Prefect server starts it now, in the
     background: it is up by the time the first of them needs it (prefect_test_server.py)."""
+    import sys
+
     if os.environ.get("PYTEST_XDIST_WORKER") and any(
             "prefect_server" in getattr(item, "fixturenames", ()) for item in items):
         import prefect_test_server
 
         prefect_test_server.start_early()
+    # Likewise the template the tests' `proactflow` processes are forked from (warm_spawn.py).
+    if os.environ.get("PYTEST_XDIST_WORKER") and "warm_spawn" in sys.modules:
+        sys.modules["warm_spawn"].prestart()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -35,8 +35,8 @@ from fake_openai import FakeOpenAI, Reply, Responder
 
 class FakeBatches(FakeOpenAI):
     def __init__(self, responders: dict[str, Responder] | None = None, latency: float = 0.0,
-                 completion_delay: float = 0.0):
-        super().__init__(responders, latency)
+                 completion_delay: float = 0.0, port: int = 0):
+        super().__init__(responders, latency, port)
         self.completion_delay = completion_delay
         self.expire_next = 0
         self.files: dict[str, bytes] = {}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fake_openai import FakeOpenAI
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+import warm_spawn
 
 
 def cli_args(fake: FakeOpenAI, store: Path, *, eval_model: str = "openai/gen",
@@ -47,7 +48,7 @@ def killed_mid_run(fake: FakeOpenAI, model: str, runner: str, args: list[str],
     import time
 
     env = dict(os.environ, PREFECT_API_URL=prefect_server)
-    process = subprocess.Popen([sys.executable, "-c", runner, "run", *args], env=env,
+    process = warm_spawn.Popen([sys.executable, "-c", runner, "run", *args], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while fake.calls[model] < after:

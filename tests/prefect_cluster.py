@@ -19,6 +19,7 @@ import pytest
 
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 from test_prefect_server import free_port, post
+import warm_spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 START_SECONDS = 120
@@ -168,7 +169,7 @@ def sweep(cluster, config: Path, cwd: Path, timeout: float = 300
           ) -> subprocess.CompletedProcess:
     cwd.mkdir(exist_ok=True)
     env = dict(cluster["env"], **cluster["store_env"], PREFECT_HOME=str(cwd / "home"))
-    return subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+    return warm_spawn.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
                            str(config)], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 

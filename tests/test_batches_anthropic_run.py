@@ -17,6 +17,7 @@ from batch_kills import RUNNER, killed_at
 from helpers import cli_args, run_cli
 from replay import ANSWERABLE, replay_judge, replay_model
 from test_batches import call_records, tables
+import warm_spawn
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -117,7 +118,7 @@ def test_ctrl_c_then_batches_cancel_stops_the_anthropic_batch(claude, tmp_path, 
     looked = threading.Event()  # the run records the batch id, then looks at the batch
     claude.on_event = lambda event, _: (created.set() if event == "create" else
                                        looked.set() if event == "retrieve" else None)
-    process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *run_args],
+    process = warm_spawn.Popen([sys.executable, "-c", RUNNER, "run", *run_args],
                                env=dict(os.environ, PREFECT_API_URL=prefect_server),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

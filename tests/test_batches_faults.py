@@ -20,6 +20,7 @@ from batch_kills import RUNNER, killed_at
 from helpers import cli_args, request_identity, run_cli
 from replay import ANSWERABLE, replay_model
 from test_batches import FAST, batches  # noqa: F401 (the fake batch API fixture)
+import warm_spawn
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -76,7 +77,7 @@ def test_ctrl_c_leaves_the_batch_running_status_lists_it_and_cancel_stops_it(
     looked = threading.Event()  # the run records the batch id, then looks at the batch
     batches.on_event = lambda event, _: (created.set() if event == "create" else
                                        looked.set() if event == "retrieve" else None)
-    process = subprocess.Popen([sys.executable, "-c", RUNNER, "run", *args],
+    process = warm_spawn.Popen([sys.executable, "-c", RUNNER, "run", *args],
                                env=dict(os.environ, PREFECT_API_URL=prefect_server),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -110,7 +111,7 @@ def test_ctrl_c_leaves_the_batch_running_status_lists_it_and_cancel_stops_it(
 def test_two_processes_on_one_store_submit_each_request_once(batches, tmp_path, prefect_server):
     batches.completion_delay = 1.0
     args = cli_args(batches, tmp_path / "store", extra=FAST)
-    processes = [subprocess.Popen([sys.executable, "-c", RUNNER, "run", *args],
+    processes = [warm_spawn.Popen([sys.executable, "-c", RUNNER, "run", *args],
                                   env=dict(os.environ, PREFECT_API_URL=prefect_server),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for _ in range(2)]

@@ -5,6 +5,7 @@ sweep's."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -79,60 +80,92 @@ def leaderboard(folder: Path) -> pl.DataFrame:
     return pl.read_csv(folder / "out" / "leaderboard.csv")
 
 
-def test_a_batched_proactbench_sweep_prints_the_interactive_sweeps_tables(published, tmp_path):
-    with FakeBatches({"gen": replay_model(published), "synth": synthetic_model,
-                      "judge2": synthetic_judge}, completion_delay=0.1) as fake:
-        assert run_cli("sweep", ["--config", str(proactbench_sweep(
-            fake.url, tmp_path / "interactive", ""))]) == 0
-        interactive_calls = sum(fake.calls.values())
-        fake.reset_counts()
+def models_of(suite: str, published) -> dict:
+    return ({"gen": replay_model(published), "synth": synthetic_model,
+             "judge2": synthetic_judge} if suite == "proactbench"
+            else {"agent": agent, "reward": reward_model})
+
+
+WRITERS = {"proactbench": proactbench_sweep, "agent": agent_sweep}
+
+
+@dataclass(frozen=True)
+class Interactive:
+    """A suite's interactive sweep: what the batched sweeps of the module are held to."""
+
+    port: int
+    """The fake's port, which every batched sweep's fake of this suite takes in turn: the
+    endpoint's address is part of the evaluation's key, and so of the leaderboards compared."""
+    asked: Counter
+    """Each request the interactive sweep sent, by identity, and how many times."""
+    calls: int
+    board: pl.DataFrame
+
+
+@pytest.fixture(scope="module")
+def interactive(published, prefect_server, tmp_path_factory):
+    """Each suite's interactive sweep, run once for the module (it is the same for every
+    phase a batched sweep is killed in)."""
+    found: dict[str, Interactive] = {}
+
+    def of(suite: str) -> Interactive:
+        if suite not in found:
+            folder = tmp_path_factory.mktemp(f"interactive-{suite}")
+            with FakeBatches(models_of(suite, published), completion_delay=0.1) as fake:
+                assert run_cli("sweep", ["--config", str(WRITERS[suite](fake.url, folder,
+                                                                          ""))]) == 0
+                found[suite] = Interactive(
+                    int(fake.url.rsplit(":", 1)[1].split("/")[0]),
+                    Counter(request_identity(request) for request in fake.requests),
+                    sum(fake.calls.values()), leaderboard(folder))
+        return found[suite]
+
+    return of
+
+
+def test_a_batched_proactbench_sweep_prints_the_interactive_sweeps_tables(published, tmp_path,
+                                                                          interactive):
+    before = interactive("proactbench")
+    with FakeBatches(models_of("proactbench", published), completion_delay=0.1,
+                     port=before.port) as fake:
         assert run_cli("sweep", ["--config", str(proactbench_sweep(
             fake.url, tmp_path / "batched", "batch = true"))]) == 0
         assert sum(fake.calls.values()) == 0
-        assert sum(fake.lines_submitted.values()) == interactive_calls
+        assert sum(fake.lines_submitted.values()) == before.calls
         assert not fake.twice
-    assert leaderboard(tmp_path / "batched").equals(leaderboard(tmp_path / "interactive"))
+    assert leaderboard(tmp_path / "batched").equals(before.board)
 
 
-def test_a_batched_proactive_agent_sweep_runs_a_round_per_step(tmp_path):
-    with FakeBatches({"agent": agent, "reward": reward_model}, completion_delay=0.05) as fake:
-        assert run_cli("sweep", ["--config", str(agent_sweep(
-            fake.url, tmp_path / "interactive", ""))]) == 0
-        interactive_calls = sum(fake.calls.values())
-        asked = Counter(request_identity(request) for request in fake.requests)
-        fake.reset_counts()
+def test_a_batched_proactive_agent_sweep_runs_a_round_per_step(published, tmp_path,
+                                                               interactive):
+    before = interactive("agent")
+    with FakeBatches(models_of("agent", published), completion_delay=0.05,
+                     port=before.port) as fake:
         assert run_cli("sweep", ["--config", str(agent_sweep(
             fake.url, tmp_path / "batched", "batch = true"))]) == 0
         assert sum(fake.calls.values()) == 0
         # The same requests, as many times: the event whose reply is never the protocol's JSON
         # is asked again (5 tries) in a batch of its own each time, as interactively.
-        assert Counter(request_identity(request) for request in fake.requests) == asked
+        assert Counter(request_identity(request) for request in fake.requests) == before.asked
         # a round per step: the first batch holds the first event of each of the 3 traces
-        assert fake.batch_sizes[0] == 3 and len(fake.batch_sizes) < interactive_calls, \
+        assert fake.batch_sizes[0] == 3 and len(fake.batch_sizes) < before.calls, \
             fake.batch_sizes
-    assert leaderboard(tmp_path / "batched").equals(leaderboard(tmp_path / "interactive"))
-
+    assert leaderboard(tmp_path / "batched").equals(before.board)
 
 
 @pytest.mark.parametrize("suite,phase", [(suite, phase) for suite in ("proactbench", "agent")
                                          for phase in ("upload", "create", "retrieve",
                                                        "content")])
 def test_a_batched_sweep_killed_in_any_phase_resumes_without_sending_a_line_twice(
-        published, tmp_path, prefect_server, suite, phase):
+        published, tmp_path, prefect_server, interactive, suite, phase):
     """kill -9 of the sweep and every process under it while uploading, after a batch was
     created but before its id was recorded, while waiting, while reading results: the sweep
     started again finds its batches, sends no request twice, and prints the interactive
     sweep's leaderboard."""
-    models = ({"gen": replay_model(published), "synth": synthetic_model,
-               "judge2": synthetic_judge} if suite == "proactbench"
-              else {"agent": agent, "reward": reward_model})
-    write = proactbench_sweep if suite == "proactbench" else agent_sweep
-    with FakeBatches(models, completion_delay=0.1) as fake:
-        assert run_cli("sweep", ["--config", str(write(fake.url, tmp_path / "interactive",
-                                                       ""))]) == 0
-        asked = Counter(request_identity(request) for request in fake.requests)
-        fake.reset_counts()
-        config = write(fake.url, tmp_path / "batched", "batch = true")
+    before = interactive(suite)
+    with FakeBatches(models_of(suite, published), completion_delay=0.1,
+                     port=before.port) as fake:
+        config = WRITERS[suite](fake.url, tmp_path / "batched", "batch = true")
         assert killed_at(fake, phase, ["sweep", "--config", str(config)], prefect_server,
                          timeout=240), f"the sweep ended before reaching {phase}"
         assert run_cli("sweep", ["--config", str(config)]) == 0
@@ -140,6 +173,6 @@ def test_a_batched_sweep_killed_in_any_phase_resumes_without_sending_a_line_twic
         # Agent's event whose reply never parses, its five tries), the killed sweep's included.
         submitted = Counter(request_identity(line["body"]) for batch in fake.batches.values()
                             for line in batch["_lines"])
-        assert submitted == asked, submitted - asked
+        assert submitted == before.asked, submitted - before.asked
         assert sum(fake.calls.values()) == 0  # not one interactive call
-    assert leaderboard(tmp_path / "batched").equals(leaderboard(tmp_path / "interactive"))
+    assert leaderboard(tmp_path / "batched").equals(before.board)

@@ -13,6 +13,7 @@ from fake_openai import FakeOpenAI, Reply
 from proactflow.cache.calls import CallCache, LocalCallStore, open_call_store
 from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
 from proactflow.providers.llm import ChatClient, ChatRequest
+import warm_spawn
 
 
 def test_the_loop_keeps_running_while_another_process_holds_the_write_lock(tmp_path):
@@ -126,7 +127,7 @@ def test_stores_of_one_directory_share_one_cache_until_the_last_closes(tmp_path)
 
 
 def test_a_prestarted_process_group_ends_quietly_when_no_runs_come():
-    child = subprocess.Popen([sys.executable, "-m", "proactflow.sweeps.process_group"],
+    child = warm_spawn.Popen([sys.executable, "-m", "proactflow.sweeps.process_group"],
                              stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     # An empty input: the sweep ended before its flow, or needed this process no more.
     _, errors = child.communicate(b"", timeout=120)

@@ -17,6 +17,7 @@ import pytest
 
 from helpers import cli_args, run_cli
 from replay import scaled_corpus
+import warm_spawn
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -94,7 +95,7 @@ def test_two_runs_with_backends_terminated_pay_each_call_once(fake, tmp_path, po
                         judge_model="openai/judge2", corpus=corpus,
                         extra=("--database", url, "--concurrency", "4", "--rpm", "60000"))
 
-    runs = [subprocess.Popen([sys.executable, "-m", "proactflow.cli", "run", *args(i)],
+    runs = [warm_spawn.Popen([sys.executable, "-m", "proactflow.cli", "run", *args(i)],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True) for i in range(2)]
     kills = []

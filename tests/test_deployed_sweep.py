@@ -23,6 +23,7 @@ from prefect_cluster import (GPU_MODELS, evaluate_runs, local_cluster, local_lef
                              sweep, sweep_file, wait_until, worker_of)
 from replay import (JUDGE_PROMPT, SAMPLE_CORPUS, scaled_corpus, synthetic_judge,
                     synthetic_model)
+import warm_spawn
 
 MODELS = ("gen", "synth", "synth2", "synth3")
 
@@ -225,7 +226,7 @@ def test_a_deleted_run_fails_its_pair_and_the_sweep_ends(cluster, fake, tmp_path
                         ("gen",), queue_of=lambda model: "vanished")
     (tmp_path / "cwd").mkdir()
     env = dict(cluster["env"], PREFECT_HOME=str(tmp_path / "cwd" / "home"))
-    running = subprocess.Popen([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+    running = warm_spawn.Popen([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
                                 str(config)], cwd=tmp_path / "cwd", env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+import warm_spawn
 
 
 def test_what_workers_get_holds_no_secret_and_no_local_folder(tmp_path, monkeypatch):
@@ -57,7 +58,7 @@ def test_a_deployment_without_a_prefect_server_is_one_line(tmp_path):
     config.write_text('deployment = "evaluate/evaluate"\n[[judges]]\nmodel = "j"\n'
                       '[[models]]\nmodel = "m"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
-    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+    done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
                            str(config)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr == (
         "proactflow: error: deployment evaluate/evaluate needs the Prefect server its workers "
@@ -73,7 +74,7 @@ def test_a_prefect_server_out_of_reach_is_one_line(tmp_path):
                       '[[judges]]\nmodel = "openai/j"\n[[models]]\nmodel = "openai/m"\n')
     url = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
     env = dict(os.environ, PREFECT_API_URL=url)
-    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+    done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
                            str(config)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr == (
         f"proactflow: error: cannot reach the Prefect server at {url} (All connection attempts "

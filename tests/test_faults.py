@@ -18,6 +18,7 @@ from helpers import cli_args, read_json, run_cli
 from proactflow.suites.proactbench.triggers import build_triggers
 from proactflow.suites.sources import read_corpus_file
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response, scaled_corpus
+import warm_spawn
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -34,7 +35,7 @@ def test_killed_run_resumes_without_repeating_finished_calls(fake, store, tmp_pa
     synthetic = dict(eval_model="openai/synth", judge_model="openai/judge2", corpus=corpus)
     args = cli_args(fake, store, **synthetic, extra=("--concurrency", str(concurrency)))
     env = dict(os.environ, PREFECT_API_URL=prefect_server)
-    process = subprocess.Popen([sys.executable, "-m", "proactflow.cli", "run", *args], env=env,
+    process = warm_spawn.Popen([sys.executable, "-m", "proactflow.cli", "run", *args], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while fake.calls["synth"] < 20:
@@ -72,7 +73,7 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_continues(fake, store, tmp_path,
     args = cli_args(fake, store, eval_model="openai/synth", judge_model="openai/judge2",
                     corpus=corpus, extra=("--concurrency", "2"))
     env = dict(os.environ, PREFECT_API_URL=prefect_server)
-    process = subprocess.Popen([sys.executable, "-m", "proactflow.cli", "run", *args], env=env,
+    process = warm_spawn.Popen([sys.executable, "-m", "proactflow.cli", "run", *args], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     while fake.calls["synth"] < 10:
@@ -204,7 +205,7 @@ def test_two_runs_at_once_on_one_store(fake, store, tmp_path, prefect_server):
     env = dict(os.environ, PREFECT_API_URL=prefect_server)
     outs = [tmp_path / f"out{i}" for i in range(2)]
     corpus, answerable = scaled_corpus(tmp_path, 5)
-    processes = [subprocess.Popen(
+    processes = [warm_spawn.Popen(
         [sys.executable, "-m", "proactflow.cli", "run",
          *cli_args(fake, store, eval_model="openai/synth", judge_model="openai/judge2",
                    corpus=corpus,

@@ -13,6 +13,7 @@ import polars as pl
 
 from proactflow.cache.artifacts import ArtifactStore
 from test_history_suites import TRACES, record_nights, verdicts
+import warm_spawn
 
 AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION",
                  "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_SESSION_TOKEN")
@@ -33,7 +34,7 @@ def test_nights_written_on_one_host_are_read_on_another(seaweed, tmp_path, monke
 
     out = tmp_path / "host-b-history"
     env = {**os.environ, "PROACTFLOW_STATE_DIR": str(tmp_path / "host-b")}
-    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "history", "--store",
+    done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "history", "--store",
                            location, "--suite", "proactiveagent", "--out", str(out)],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -21,6 +21,7 @@ import pytest
 from fake_openai import FakeOpenAI
 from helpers import cli_args
 from replay import ANSWERABLE, JUDGE_PROMPT, scaled_corpus, synthetic_judge, synthetic_model
+import warm_spawn
 
 LATENCY = 0.5
 
@@ -70,7 +71,7 @@ def _start(fake: FakeOpenAI, tmp_path: Path, home: Path, *extra: str
                     judge_model="openai/judge2", corpus=corpus,
                     extra=("--concurrency", "2", *extra))
     # A process group of its own, as a terminal gives a command.
-    return subprocess.Popen([sys.executable, "-m", "proactflow.cli", "run", *args],
+    return warm_spawn.Popen([sys.executable, "-m", "proactflow.cli", "run", *args],
                             env=_environment(home), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -167,7 +168,7 @@ processes = 2
 model = "openai/judge2"
 api_base = "{slow_fake.url}"
 {models}""")
-    process = subprocess.Popen([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+    process = warm_spawn.Popen([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
                                 str(config)], env=_environment(prefect_home),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)

@@ -30,6 +30,7 @@ from proactflow.cache.remote import open_filesystem
 from proactflow.results.upkeep.gc import collect, plan_collection
 from proactflow.run.run_records import find_record, read_records, record_name
 from proactflow.suites.sources import fetch_upstream_judge_prompt
+import warm_spawn
 
 WRITERS = 16
 AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION",
@@ -264,7 +265,7 @@ def test_no_credential_in_anything_written_or_logged(seaweed, tmp_path, monkeypa
 
 def cli(args: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    return subprocess.run([sys.executable, "-m", "proactflow.cli", *args],
+    return warm_spawn.run([sys.executable, "-m", "proactflow.cli", *args],
                           env={**base, **environment}, capture_output=True, text=True,
                           timeout=120)
 

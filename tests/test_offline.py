@@ -15,6 +15,7 @@ import time
 import pytest
 
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+import warm_spawn
 
 
 def closed_port() -> int:
@@ -35,7 +36,7 @@ def offline_env(tmp_path, **extra: str) -> dict[str, str]:
 
 def proactflow(args: list[str], env: dict[str, str]) -> tuple[int, str, float]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "proactflow.cli", *args], env=env,
+    done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", *args], env=env,
                           capture_output=True, text=True, timeout=60)
     return done.returncode, done.stderr.strip(), time.monotonic() - started
 

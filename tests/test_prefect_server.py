@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from helpers import cli_args
+import warm_spawn
 
 
 def free_port() -> int:
@@ -58,7 +59,7 @@ def test_run_against_a_real_server_shows_in_its_api(real_server, fake, tmp_path)
     out = tmp_path / "out"
     args = cli_args(fake, tmp_path / "store", judge_model="openai/judge2",
                     extra=("--limit", "2", "--out", str(out)))
-    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "run", *args],
+    done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "run", *args],
                           env=dict(env, PREFECT_API_URL=url), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import warm_spawn
+
 from call_worker import is_database, pacer_for, store_for
 from fake_openai import FakeOpenAI, Reply
 from proactflow.cache.calls_postgres import lock_id
@@ -36,7 +38,7 @@ def backend(request, tmp_path) -> str:
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, WORKER, *args], stdin=subprocess.PIPE,
+    return warm_spawn.Popen([sys.executable, WORKER, *args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

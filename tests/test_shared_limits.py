@@ -28,6 +28,7 @@ from proactflow.limits.model_limits import target as limit_target
 from proactflow.providers.chat import ChatRequest
 from proactflow.providers.llm import ChatClient
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response, synthetic_judge, synthetic_model
+import warm_spawn
 
 WORKER = str(Path(__file__).with_name("call_worker.py"))
 FAST = RuntimeOptions(retry_base_delay_s=0.01, max_attempts=1)
@@ -46,7 +47,7 @@ class Worker:
     """Another process on the same backend (call_worker.py)."""
 
     def __init__(self, *args: str, first_line: str):
-        self.process = subprocess.Popen([sys.executable, WORKER, *args], stdin=subprocess.PIPE,
+        self.process = warm_spawn.Popen([sys.executable, WORKER, *args], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
         said = self.line()
@@ -283,7 +284,7 @@ def test_two_runs_keep_to_the_judges_limit_together(backend, tmp_path, prefect_s
     database = ("--database", backend) if backend.startswith("postgresql://") else ()
     env = dict(os.environ, PREFECT_API_URL=prefect_server)
     with FakeOpenAI({**models, "limited": judge}) as fake:
-        runs = [subprocess.Popen(
+        runs = [warm_spawn.Popen(
             [sys.executable, "-m", "proactflow.cli", "run",
              *cli_args(fake, tmp_path / "store", eval_model=f"openai/{model}",
                        judge_model="openai/limited",

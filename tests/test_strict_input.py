@@ -15,6 +15,7 @@ import pytest
 
 from helpers import cli_args, run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+import warm_spawn
 
 MODEL = '[[models]]\nmodel = "openai/gen"\n'
 
@@ -127,7 +128,7 @@ api_base = "{fake.url}"
 
 
 def _sweep(config, prefect_server: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+    return warm_spawn.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
                            str(config)], env={**os.environ, "PREFECT_API_URL": prefect_server,
                                               **env},
                           capture_output=True, text=True, timeout=300)

@@ -19,6 +19,7 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from replay import JUDGE_PROMPT, scaled_corpus, synthetic_judge, synthetic_model
+import warm_spawn
 
 FINAL_WITHIN_S = 30.0
 """Bound on how long the states may take to reach the server after the sweep exits."""
@@ -63,7 +64,7 @@ def test_ctrl_c_of_a_sweep_leaves_every_flow_run_final(tmp_path, prefect_server)
     env = {**os.environ, "PREFECT_API_URL": prefect_server}
     began = time.time()
     with fake:
-        process = subprocess.Popen(
+        process = warm_spawn.Popen(
             [sys.executable, "-m", "proactflow.cli", "sweep", "--config",
              str(_sweep_file(tmp_path, fake))], env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True)

@@ -15,6 +15,7 @@ import pytest
 from fake_openai import Reply
 from helpers import cli_args, read_json, run_cli
 from replay import digest, scaled_corpus, synthetic_model
+import warm_spawn
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -128,7 +129,7 @@ def test_bad_numeric_flags_are_one_line_errors(fake, store, capsys, flag, value)
 
 def test_a_prefect_server_that_is_down_is_one_line(fake, store, tmp_path):
     env = dict(os.environ, PREFECT_API_URL="http://127.0.0.1:9/api")
-    done = subprocess.run([sys.executable, "-m", "proactflow.cli", "run",
+    done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "run",
                            *cli_args(fake, store)], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2
