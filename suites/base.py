@@ -41,9 +41,10 @@ from .declarations import (DataSource, Prompts, SampleView, StageNames, Step, Ta
 from .coverage import Coverage, causes_of, coverage_of
 from .history_metric import HistoryMetric
 from .presentation import SuitePresentation, _cell, _column, percent
+from .stored_results import SuiteStoredResults
 
 
-class Suite(SuitePresentation, ABC):
+class Suite(SuitePresentation, SuiteStoredResults, ABC):
     """One benchmark. Subclasses set the class attributes and implement the abstract methods;
     the defaults fit a benchmark whose samples are answered one call each."""
 
@@ -66,6 +67,8 @@ class Suite(SuitePresentation, ABC):
     """False when the responses come from the data (judge calibration): no model to reach."""
     needs_judge: ClassVar[bool] = True
     """False for a suite scored by a deterministic check: no judge role, no judge call."""
+    default_judge: ClassVar[str | None] = None
+    """The judge a run is given when --judge-model is not (ProactBench: the paper's)."""
     takes_judge_response_format: ClassVar[bool] = True
     """False when the judge is asked exactly as the benchmark's own scripts ask it: no
     structured output is requested, so --judge-response-format is refused."""

@@ -88,6 +88,14 @@ class SuitePresentation:
         `incomplete` ones left out; it writes its files in `out`."""
         raise NotImplementedError(f"{type(self).__name__} reads its evaluations elsewhere")
 
+    def evaluations_view(self, evaluations: list[Any], samples: list[list[Any]],
+                         details: list[dict[str, Any]], rows: list[list[Any]],
+                         only: set[str] | None) -> dict[str, Any]:
+        """The viewer's part of a suite that evaluations_with_triggers: `evaluations`
+        (results/evaluations.py's) added to the page's samples, detail records and rows as its
+        suite 0 (with `only`, just those samples); returns the page's spec of its list."""
+        raise NotImplementedError(f"{type(self).__name__} reads its evaluations elsewhere")
+
     compares_judges: ClassVar[bool] = False
     """True when `rejudge --judges` can report how far the judges agree (`judge_agreement`)."""
 

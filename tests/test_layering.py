@@ -207,14 +207,9 @@ SUITE_NAMES = {"proactbench", "proactiveagent", "proactiveagent-calibration",
 DEFAULT_SUITE_AT = "proactflow.config.generation"
 """Where the configuration names the default suite: the one name allowed outside suites/."""
 
-SUITE_NAMED_KNOWN = {
-    "proactflow.results.upkeep.imports": "ProactBench's and Proactive Agent's importers",
-    "proactflow.results.upkeep.published_traces": "Proactive Agent's published traces importer",
-    "proactflow.results.upkeep.rejudge_all": "rejudge --all-models reads ProactBench's tables",
-    "proactflow.results.viewer.site": "ProactBench's viewer list",
-}
-"""Modules outside suites/ that still import a suite's package or say a suite's name, each to
-go behind the seam (suites/base.py's declarations); none may be added."""
+SUITE_NAMED_KNOWN: dict[str, str] = {}
+"""Modules outside suites/ that still import a suite's package or say a suite's name: none since
+issue #38 (each went behind the seam, suites/base.py's declarations); none may be added."""
 
 
 def suite_naming(name: str, path: Path) -> list[str]:

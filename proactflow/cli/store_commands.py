@@ -7,36 +7,21 @@ import json
 from pathlib import Path
 
 from ..common.errors import UserError
-from ..config.settings import DEFAULT_SUITE, default_store
+from ..config.settings import default_store
 from .options import selected_evaluations
 
 
 def import_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..results.upkeep.imports import import_results
+    from ..results.upkeep.imports import import_published
 
     if args.model and len(args.files) > 1:
         raise UserError("--model names one file's model: import the files one at a time")
     store = ArtifactStore(args.store or default_store())
-    if args.suite != DEFAULT_SUITE:  # the other suite whose published results import takes
-        from ..results.upkeep.imports import import_published_traces
-        from .importing import print_traces_import
-
-        for folder in args.files:
-            print_traces_import(import_published_traces(Path(folder), store, corpus=args.corpus,
-                                                        model=args.model))
-        return 0
-    if not args.corpus:
-        raise UserError("import needs --corpus: the final_dialogues.jsonl the results were "
-                        "produced on")
-    for file in args.files:
-        done = import_results(Path(file), args.corpus, store, judge=args.judge_model,
-                              model=args.model)
-        print(f"{file}: {done.model} judged by {done.judge}: {done.scored} of "
-              f"{done.corpus_triggers} corpus triggers scored, {done.skipped} skipped, "
-              f"{done.missing} missing from the file"
-              + (f"; {done.unmatched} rows of the file match no dialogue of the corpus"
-                 if done.unmatched else ""))
+    for source in args.files:
+        for line in import_published(args.suite, source, store, corpus=args.corpus,
+                                     judge=args.judge_model, model=args.model):
+            print(line)
     return 0
 
 

@@ -13,13 +13,26 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..cache.keys import content_key
 from ..run.run_records import find_record, read_records
+
+if TYPE_CHECKING:
+    from ..suites.base import Suite
+
+
+def triggers_suite() -> "Suite":
+    """The suite whose evaluations this module reads, with their samples (triggers) and
+    responses (`Suite.evaluations_with_triggers`): the report, the viewer and `rejudge
+    --all-models` hand them to it."""
+    from ..suites import get_suite, suite_names
+
+    return next(found for found in map(get_suite, suite_names())
+                if found.evaluations_with_triggers)
 
 
 def safe_name(text: str) -> str:

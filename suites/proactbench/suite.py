@@ -15,10 +15,11 @@ import polars as pl
 from ...cache.artifacts import ArtifactStore
 from ...providers.chat import ChatOutcome, ChatRequest
 from ...common.errors import UserError
-from ...config.settings import ModelRole, RunSettings
+from ...config.settings import PAPER_JUDGE, ModelRole, RunSettings
 from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from ..declarations import ReportPart, SuiteModules
+from ..stored_results import NarrowedResponses
 from . import agreement, history, judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .leaderboard import build_leaderboard, with_rank_ranges
@@ -45,6 +46,7 @@ class ProactBench(Suite):
     tables = Tables(samples=TriggerRow, responses=ResponseRow, judgments=JudgmentRow,
                     scores=PhaseScoreRow)
     error_statuses = ("error", "generation_error", "judge_error")
+    default_judge = PAPER_JUDGE
 
     def locate(self, settings: RunSettings, store: ArtifactStore) -> DataSource:
         corpus = locate_corpus(settings.corpus)
@@ -148,7 +150,21 @@ class ProactBench(Suite):
                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
         return agreement.judge_agreement(judgments_frame)
 
-    modules = SuiteModules(__package__, history="history")
+    modules = SuiteModules(__package__, history="history", imports="stored")
+
+    def evaluations_view(self, evaluations: list[Any], samples: list[list[Any]],
+                         details: list[dict[str, Any]], rows: list[list[Any]],
+                         only: set[str] | None) -> dict[str, Any]:
+        from .viewer import SPEC, add_evaluations
+
+        add_evaluations(evaluations, samples, details, rows, only)
+        return SPEC
+
+    def narrow_stored_responses(self, store: ArtifactStore, evaluation: Any, limit: int | None,
+                                groups: tuple[str, ...]) -> NarrowedResponses | None:
+        from .stored import narrowed
+
+        return narrowed(store, evaluation, limit, groups)
 
     def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
         return history.legacy_samples(samples) if "count" not in samples else None

@@ -18,7 +18,8 @@ import polars as pl
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...common.errors import UserError
 from ...suites.report_views import incomplete_lines
-from ..evaluations import Evaluation, distinguish, file_names, stored_evaluations
+from ..evaluations import (Evaluation, distinguish, file_names, stored_evaluations,
+                           triggers_suite)
 from .html import STYLE
 from ..suite_evaluations import SuiteEvaluation, suite_evaluations
 from ..viewer.site import write_viewer
@@ -133,8 +134,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
         written["coverage"] = suite_files[1]
         written["left_out"] = suite_files[2]
         return written
-    suite = next(found for found in map(get_suite, suite_names())
-                 if found.evaluations_with_triggers)
+    suite = triggers_suite()
     part = suite.evaluations_report(
         out, evaluations, names=file_names(evaluations),
         incomplete=_incomplete(store, evaluations, include_incomplete), samples=samples,

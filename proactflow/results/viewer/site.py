@@ -21,19 +21,12 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...suites.declarations import SampleView
-from ..evaluations import Evaluation
+from ..evaluations import Evaluation, triggers_suite
 from ..suite_evaluations import SuiteEvaluation
 
 if TYPE_CHECKING:
     from ...suites.base import Suite
 from .page import PAGE
-
-NOT_SCORED = "not scored"
-
-
-def _verdict(status: str, score: str | None) -> str:
-    return score if status == "scored" and score else NOT_SCORED
-
 
 def _script_json(value: Any) -> str:
     """JSON that is safe inside a <script> element of an HTML page."""
@@ -74,13 +67,6 @@ def _short_labels(evaluations: Sequence[Evaluation | SuiteEvaluation]) -> list[s
     return labels
 
 
-PROACTBENCH_SPEC = {
-    "name": "proactbench", "title": "ProactBench", "noun": "verdicts",
-    "columns": [["dialogue", "26%", False], ["turn", "34px", False], ["phase", "84px", True]],
-    "outcome": "verdict", "extra": ["category"], "outcome_width": "86px",
-    "outcomes": {"PASS": "good", "PARTIAL": "mid", "FAIL": "bad", NOT_SCORED: "none"}}
-
-
 def _suite_spec(suite: Suite) -> dict[str, Any]:
     spec = suite.view_spec()
     return {"name": suite.name, "title": spec.title or suite.display_name, "noun": "rows",
@@ -115,9 +101,10 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
                write_file: Callable[[str, Any], None] | None = None,
                only: set[str] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The page's index and one detail record per sample (ProactBench: per trigger), for
-    ProactBench's `evaluations` and the other suites' `others` (read from `store`, their
-    images handed to `write_file(name, bytes or path)`); with `only`, just those samples (as
-    the address names them: ProactBench's `<dialogue>:<turn>`)."""
+    the `evaluations` read with their triggers (their suite's `evaluations_view`) and the other
+    suites' `others` (read from `store`, their images handed to `write_file(name, bytes or
+    path)`); with `only`, just those samples (as the address names them: ProactBench's
+    `<dialogue>:<turn>`)."""
     others = others or []
     suites: list[dict[str, Any]] = []
     samples: list[list[Any]] = []
@@ -127,8 +114,8 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
     entries = []
     shorts = _short_labels(everything)
     if evaluations:
-        suites.append(PROACTBENCH_SPEC)
-        _add_proactbench(evaluations, samples, details, rows, only)
+        suites.append(triggers_suite().evaluations_view(evaluations, samples, details, rows,
+                                                        only))
         entries += [_evaluation_entry(e, short, 0) for e, short in zip(evaluations, shorts)]
     by_suite: dict[str, int] = {}
     for number, (evaluation, short) in enumerate(zip(others, shorts[len(evaluations):]),
@@ -165,50 +152,6 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
         row[3] = numbers.setdefault(row[3], len(numbers))
     index["outcomes"] = list(numbers)
     return index, details
-
-
-def _add_proactbench(evaluations: list[Evaluation], samples: list[list[Any]],
-                     details: list[dict[str, Any]], rows: list[list[Any]],
-                     only: set[str] | None = None) -> None:
-    trigger_index: dict[tuple[str, int], int] = {}
-    for number, evaluation in enumerate(evaluations):
-        for trigger in evaluation.triggers.iter_rows(named=True):
-            key = (trigger["unique_id_eval"], trigger["turn"])
-            if only is not None and f"{key[0]}:{key[1]}" not in only:
-                continue
-            if key not in trigger_index:
-                trigger_index[key] = len(details)
-                rubric = trigger["rubric"] or {}
-                samples.append([0, f"{key[0]}:{key[1]}", key[0], key[1], trigger["phase"],
-                                trigger["category_key"]])
-                details.append({
-                    "kind": "proactbench",
-                    "dialogue": key[0], "turn": key[1], "phase": trigger["phase"],
-                    "category": trigger["category_key"],
-                    "context": [{"role": m["role"], "content": m["content"]}
-                                for m in trigger["context"] or []],
-                    "user_message": trigger["user_message"],
-                    "rubric": {"pass": rubric.get("pass_criteria"),
-                               "partial": rubric.get("partial_criteria"),
-                               "fail": rubric.get("fail_criteria")},
-                    "results": []})
-        responses = {(r["unique_id_eval"], r["turn"], r["sample_index"]): r
-                     for r in evaluation.responses.iter_rows(named=True)}
-        for judged in evaluation.judgments.sort("unique_id_eval", "turn", "sample_index") \
-                .iter_rows(named=True):
-            key = (judged["unique_id_eval"], judged["turn"])
-            if key not in trigger_index:
-                continue
-            place = trigger_index[key]
-            response = responses.get((*key, judged["sample_index"])) or {}
-            verdict = _verdict(judged["status"], judged["score"])
-            rows.append([place, number, judged["sample_index"], verdict])
-            details[place]["results"].append({
-                "evaluation": number, "sample": judged["sample_index"], "verdict": verdict,
-                "status": judged["status"], "rationale": judged["rationale"],
-                "evidence": judged["evidence"], "verbatim": judged["evidence_verbatim"],
-                "message": judged["message"], "response": response.get("response"),
-                "response_status": response.get("status")})
 
 
 def _add_views(suite: int, number: int, views: Iterator[SampleView], samples: list[list[Any]],

@@ -22,7 +22,8 @@ class ProactiveAgentPresentation(SuitePresentation):
 
     display_name: ClassVar[str]
 
-    modules = SuiteModules(__package__, views="views", history="history")
+    modules = SuiteModules(__package__, views="views", history="history",
+                           imports=".published_traces")
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def rate(name: str) -> Callable[[dict[str, Any]], str]:
