@@ -33,25 +33,28 @@ class SuitePresentation:
         history = cls.modules.module("history")
         if history is not None and "history_metric" not in cls.__dict__:  # its module's METRIC
             cls.history_metric = history.METRIC
+        if cls.modules.report is not None and "reports_section" not in cls.__dict__:
+            cls.reports_section = True
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError
 
     # Several evaluations: sweeps and reports.
 
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        """The leaderboard of these evaluations (judgments artifact keys); with `out`, the
-        report files too. By default the scores table over all of them."""
+    def sweep_leaderboard(self, store: ArtifactStore, judgments_keys: list[str], *,
+                          seed: int = 0) -> pl.DataFrame:
+        """The leaderboard of these evaluations (judgments artifact keys), as a sweep ranks
+        them (results/report/sweeps.py writes its files). By default the declared report
+        module's, else the scores table over all of them."""
+        report = self.modules.module("report")
+        if report is not None:
+            return report.leaderboard(store, judgments_keys, include_incomplete=True, seed=seed)
         frames = [store.get_by_key(self.stages.judgments, key).frame() for key in judgments_keys]
-        board = self.score(pl.concat(frames, how="diagonal_relaxed"))
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            board.write_csv(out / "leaderboard.csv")
-        return board
+        return self.score(pl.concat(frames, how="diagonal_relaxed"))
 
     reports_section: ClassVar[bool] = False
-    """True for a suite with a section of its own on `proactflow report`'s page."""
+    """True for a suite with a section of its own on `proactflow report`'s page (by default,
+    one that declares a report module)."""
 
     def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
                        include_incomplete: bool, published: Path | None
@@ -59,8 +62,13 @@ class SuitePresentation:
         """The suite's section of the report page, its HTML and its leaderboard (written in
         `out` as <suite>_leaderboard.csv), over the evaluations `keys` (None: every one in the
         store); None when there is none. `published`: a folder of the benchmark's published
-        results to show beside the measured ones, for a suite that has them."""
-        return None
+        results to show beside the measured ones, for a suite that has them. By default the
+        declared report module's section."""
+        report = self.modules.module("report")
+        if report is None:
+            return None
+        return report.section(store, out, keys=keys, include_incomplete=include_incomplete,
+                              published=published)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """The sweep summary's table: column names and one row per evaluation."""

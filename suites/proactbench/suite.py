@@ -174,22 +174,10 @@ class ProactBench(Suite):
                       provenance: dict[str, Any]) -> dict[str, str]:
         return write_outputs(out, samples, responses_frame, judgments_frame, scores, provenance)
 
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ...results.evaluations import evaluation_of
-        from ...results.report.pages import write_report
-
-        evaluations = []
-        for key in judgments_keys:
-            found = evaluation_of(store, key)
-            if found is None:  # the flow just wrote it: its inputs are there
-                raise RuntimeError(f"judgments {key} of this sweep lost its inputs")
-            evaluations.append(found)
-        if out is not None:
-            # The report covers only these runs: the store may hold older ones.
-            return write_report(store, out, seed=seed, evaluations=evaluations,
-                                other_suites=False)["leaderboard"]
-        return build_leaderboard(pl.concat([e.judgments for e in evaluations]), seed=seed)
+    def sweep_leaderboard(self, store: ArtifactStore, judgments_keys: list[str], *,
+                          seed: int = 0) -> pl.DataFrame:
+        frames = [store.get_by_key(self.stages.judgments, key).frame() for key in judgments_keys]
+        return build_leaderboard(pl.concat(frames), seed=seed)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         columns = ["rank", "model", "judge", "weighted score", "95 % CI", "pass rate",

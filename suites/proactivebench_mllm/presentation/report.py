@@ -97,9 +97,11 @@ def _full_table(board: pl.DataFrame) -> str:
 
 
 def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
-            include_incomplete: bool = False) -> tuple[str, pl.DataFrame] | None:
+            include_incomplete: bool = False, published: Path | None = None
+            ) -> tuple[str, pl.DataFrame] | None:
     """The section's HTML and its leaderboard (written to proactivebench_mllm_leaderboard.csv);
-    None when the store holds no evaluation of this suite."""
+    None when the store holds no evaluation of this suite. No published results are shown
+    (`published` is Proactive Agent's)."""
     from ... import get_suite
 
     board = leaderboard(store, keys, include_incomplete=include_incomplete)

@@ -49,9 +49,11 @@ def _cell(value: object) -> str:
 
 
 def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
-            include_incomplete: bool = False) -> tuple[str, pl.DataFrame] | None:
+            include_incomplete: bool = False, published: Path | None = None
+            ) -> tuple[str, pl.DataFrame] | None:
     """The section's HTML and its leaderboard (written to proactivebench_video_leaderboard.csv);
-    None when the store holds no evaluation of the suite."""
+    None when the store holds no evaluation of the suite. No published results are shown
+    (`published` is Proactive Agent's)."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
         return only_incomplete_section(
