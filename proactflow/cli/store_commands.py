@@ -31,14 +31,14 @@ def report_command(args: argparse.Namespace) -> int:
     from ..results.suite_evaluations import suite_evaluations
 
     store = ArtifactStore(args.store or default_store())
-    selection = args.run or args.select_models or args.corpus_revision
-    others = ([] if args.corpus_revision else suite_evaluations(
+    selection = bool(args.run or args.select_models or args.corpus_revision)
+    others = [] if args.corpus_revision else suite_evaluations(
         store, runs=args.run, models=args.select_models,
-        include_incomplete=args.include_incomplete)) if selection else None
+        include_incomplete=args.include_incomplete)
     done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
-                        evaluations=selected_evaluations(args, store),
+                        evaluations=selected_evaluations(args, store) + others,
                         published=Path(args.published) if args.published else None,
-                        include_incomplete=args.include_incomplete, others=others)
+                        include_incomplete=args.include_incomplete, selected=selection)
     for line in done["coverage"]:
         print(line)
     for line in done.get("left_out", []):
@@ -112,8 +112,8 @@ def view_command(args: argparse.Namespace) -> int:
         raise UserError(f"no evaluations in {store.url} for this selection: run 'proactflow "
                         "run' or 'proactflow import' first (--include-incomplete shows runs "
                         "whose calls partly failed)")
-    page = write_viewer(evaluations, Path(args.out), others, store)
-    print(f"wrote {page} ({frame_summary(evaluations, others)})")
+    page = write_viewer(evaluations + others, Path(args.out), store)
+    print(f"wrote {page} ({frame_summary(evaluations + others)})")
     if not args.include_incomplete and not args.corpus_revision:
         left_out = len(suite_evaluations(store, runs=args.run, models=args.select_models,
                                          include_incomplete=True)) - len(others)
