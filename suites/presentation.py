@@ -33,8 +33,6 @@ class SuitePresentation:
         history = cls.modules.module("history")
         if history is not None and "history_metric" not in cls.__dict__:  # its module's METRIC
             cls.history_metric = history.METRIC
-        if cls.modules.report is not None and "reports_section" not in cls.__dict__:
-            cls.reports_section = True
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError
@@ -52,9 +50,9 @@ class SuitePresentation:
         frames = [store.get_by_key(self.stages.judgments, key).frame() for key in judgments_keys]
         return self.score(pl.concat(frames, how="diagonal_relaxed"))
 
-    reports_section: ClassVar[bool] = False
-    """True for a suite with a section of its own on `proactflow report`'s page (by default,
-    one that declares a report module)."""
+    reports_section: ClassVar[bool] = True
+    """True for a suite with a section on `proactflow report`'s page: by default every suite,
+    its declared report module's section or its scores per evaluation."""
 
     def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
                        include_incomplete: bool, published: Path | None
@@ -63,10 +61,13 @@ class SuitePresentation:
         `out` as <suite>_leaderboard.csv), over the evaluations `keys` (None: every one in the
         store); None when there is none. `published`: a folder of the benchmark's published
         results to show beside the measured ones, for a suite that has them. By default the
-        declared report module's section."""
+        declared report module's section, else each evaluation's scores table."""
+        from .report_views import scores_section
+
         report = self.modules.module("report")
         if report is None:
-            return None
+            return scores_section(self, store, out, keys=keys,
+                                  include_incomplete=include_incomplete)
         return report.section(store, out, keys=keys, include_incomplete=include_incomplete,
                               published=published)
 

@@ -137,6 +137,7 @@ class ProactBench(Suite):
         return phase_scores.score_phases(judgments_frame)
 
     evaluations_with_triggers = True
+    reports_section = False  # its evaluations' report is the page's own (evaluations_report)
     compares_judges = True
 
     def evaluations_report(self, out: Path, evaluations: list[Any], *, names: dict[str, str],
