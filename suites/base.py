@@ -284,21 +284,6 @@ class Suite(SuitePresentation, SuiteStoredResults, ABC):
         """The cause the rows give for each kind of loss, for the run's last line."""
         return causes_of(self.counted_rows(judgments), self.lost_statuses)
 
-    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        """(header, cell) of each column of the scores table printed after a run."""
-        return [(name, _column(name)) for name in self.tables.scores.model_fields]
-
-    def console_columns_for(self, settings: RunSettings
-                            ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        """The console columns of a run with these settings: all of them by default; a suite
-        whose variants fill different columns leaves out those the run's variant never fills
-        (a column left empty because nothing was scored is shown, with "-")."""
-        return self.console_columns()
-
-    def summary_rows(self, scores: pl.DataFrame) -> list[dict[str, Any]]:
-        """The rows shown on the console and as the run's table artifact in the Prefect UI."""
-        return scores.to_dicts()
-
     main_output: ClassVar[str]
     """The export file the Prefect UI links to."""
 

@@ -1,5 +1,6 @@
-"""What a suite shows beyond one run: a sweep's leaderboard and headline, its variant's name,
-its verdicts for the history of nights, and the viewer's list and pages; plus the console's cells.
+"""What a suite shows: the console's table after a run, a sweep's leaderboard and headline, its
+report section, its variant's name, its verdicts for the history of nights, and the viewer's list
+and pages.
 
 Suite (base.py) inherits these defaults; a benchmark overrides the ones it needs.
 """
@@ -13,8 +14,8 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from .declarations import (ReportPart, SampleView, StageNames, SuiteModules, ViewColumn,
-                           ViewSpec)
+from .declarations import (ReportPart, SampleView, StageNames, SuiteModules, Tables,
+                           ViewColumn, ViewSpec)
 from .history_metric import HistoryMetric
 
 
@@ -24,6 +25,7 @@ class SuitePresentation:
     group_column: ClassVar[str]
     sample_key: ClassVar[tuple[str, ...]]
     stages: ClassVar[StageNames]
+    tables: ClassVar[Tables]
 
     modules: ClassVar[SuiteModules] = SuiteModules()
     """The suite's modules of views and history (declarations.py), declared once."""
@@ -36,6 +38,23 @@ class SuitePresentation:
 
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError
+
+    # One run: the console's table.
+
+    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        """(header, cell) of each column of the scores table printed after a run."""
+        return [(name, _column(name)) for name in self.tables.scores.model_fields]
+
+    def console_columns_for(self, settings: RunSettings
+                            ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        """The console columns of a run with these settings: all of them by default; a suite
+        whose variants fill different columns leaves out those the run's variant never fills
+        (a column left empty because nothing was scored is shown, with "-")."""
+        return self.console_columns()
+
+    def summary_rows(self, scores: pl.DataFrame) -> list[dict[str, Any]]:
+        """The rows shown on the console and as the run's table artifact in the Prefect UI."""
+        return scores.to_dicts()
 
     # Several evaluations: sweeps and reports.
 
