@@ -178,16 +178,14 @@ def incomplete_lines(suite: Any, store: Any, shown: Sequence[str]) -> list[str]:
     return lines
 
 
-def only_incomplete_section(suite_name: str, title: str, store: Any, include_incomplete: bool
+def only_incomplete_section(suite: Any, title: str, store: Any, include_incomplete: bool
                             ) -> tuple[str, pl.DataFrame] | None:
     """The report section of a store whose every evaluation of the suite is incomplete: the
     list of them with what is missing (never dropped silently); None when there is none."""
-    from . import get_suite
-
-    left_out = [] if include_incomplete else incomplete_lines(get_suite(suite_name), store, [])
+    left_out = [] if include_incomplete else incomplete_lines(suite, store, [])
     if not left_out:
         return None
-    return (f'<h2 id="{suite_name}">{html.escape(title)}</h2>' + incomplete_list(left_out),
+    return (f'<h2 id="{suite.name}">{html.escape(title)}</h2>' + incomplete_list(left_out),
             pl.DataFrame())
 
 
@@ -234,8 +232,7 @@ def scores_section(suite: Any, store: Any, out: Path, *, keys: list[str] | None,
         if not judgments.is_empty():
             frames.append(suite.score(judgments).with_columns(evaluation=pl.lit(key)))
     if not frames:
-        return only_incomplete_section(suite.name, suite.display_name, store,
-                                       include_incomplete)
+        return only_incomplete_section(suite, suite.display_name, store, include_incomplete)
     board = pl.concat(frames, how="diagonal_relaxed")
     write_atomic(out / f"{suite.name.replace('-', '_')}_leaderboard.csv",
                  board.write_csv().encode())

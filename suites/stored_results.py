@@ -13,15 +13,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ..cache.artifacts import Artifact, ArtifactSpec, ArtifactStore
 from ..common.errors import UserError
 from ..config.settings import RunSettings
 from .declarations import Prompts, SuiteModules
 
-if TYPE_CHECKING:
-    from .base import Suite
+Suite = Any
+"""A suite (base.py's Suite, which inherits SuiteStoredResults: not imported here, or the two
+modules would need each other)."""
 
 
 class ImportTools(ABC):
@@ -29,15 +30,15 @@ class ImportTools(ABC):
     settings would, and the run record that lets `runs ls` list an import and `gc` keep it."""
 
     @abstractmethod
-    def samples(self, suite: "Suite", settings: RunSettings) -> Artifact:
+    def samples(self, suite: Suite, settings: RunSettings) -> Artifact:
         """The samples artifact of these settings, materialised as a run does."""
 
     @abstractmethod
-    def scores(self, suite: "Suite", judgments: Artifact) -> Artifact:
+    def scores(self, suite: Suite, judgments: Artifact) -> Artifact:
         """The scores artifact of stored judgments, materialised as a run does."""
 
     @abstractmethod
-    def responses_spec(self, suite: "Suite", settings: RunSettings, samples_key: str,
+    def responses_spec(self, suite: Suite, settings: RunSettings, samples_key: str,
                        prompts: Prompts) -> ArtifactSpec:
         """The key a run of these settings gives its responses."""
 

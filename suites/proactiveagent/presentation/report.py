@@ -166,8 +166,10 @@ def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
     proactiveagent_leaderboard.csv); None when the store holds no ProactiveBench evaluation."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
+        from ... import get_suite
+
         return only_incomplete_section(
-            "proactiveagent", "ProactiveBench (Proactive Agent)", store,
+            get_suite("proactiveagent"), "ProactiveBench (Proactive Agent)", store,
             include_incomplete)
     write_atomic(out / "proactiveagent_leaderboard.csv", board.write_csv().encode())
     reference, where = published_results(store, published)

@@ -107,7 +107,7 @@ def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
         return only_incomplete_section(
-            "proactivebench-mllm", "ProactiveBench (multimodal)", store,
+            get_suite("proactivebench-mllm"), "ProactiveBench (multimodal)", store,
             include_incomplete)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "proactivebench_mllm_leaderboard.csv", board.write_csv().encode())

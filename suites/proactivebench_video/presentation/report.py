@@ -56,8 +56,10 @@ def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
     (`published` is Proactive Agent's)."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
+        from ... import get_suite
+
         return only_incomplete_section(
-            "proactivebench-video", "ProactiveBench (video): PAUC", store,
+            get_suite("proactivebench-video"), "ProactiveBench (video): PAUC", store,
             include_incomplete)
     write_atomic(out / "proactivebench_video_leaderboard.csv", board.write_csv().encode())
     shown = board.sort("part", omega_column(0.5), descending=[False, True], nulls_last=True)
