@@ -12,8 +12,10 @@ SPEC = {
     "name": "proactbench", "title": "ProactBench", "noun": "verdicts",
     "columns": [["dialogue", "26%", False], ["turn", "34px", False], ["phase", "84px", True]],
     "outcome": "verdict", "extra": ["category"], "outcome_width": "86px",
-    "outcomes": {"PASS": "good", "PARTIAL": "mid", "FAIL": "bad", NOT_SCORED: "none"}}
-"""The viewer's list for ProactBench, as the page reads it."""
+    "outcomes": {"PASS": "good", "PARTIAL": "mid", "FAIL": "bad", NOT_SCORED: "none"},
+    "samples_noun": "triggers"}
+"""The viewer's list for ProactBench, as the page reads it (`samples_noun`: what the page's
+summary calls its samples; "samples" for a suite whose spec does not say)."""
 
 
 def _verdict(status: str, score: str | None) -> str:
