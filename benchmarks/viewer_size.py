@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from browser import Browser, chromium_path  # noqa: E402
 from run_benchmark import build_corpus  # noqa: E402
 
-from proactflow.results.evaluations import Evaluation  # noqa: E402
+from proactflow.results.evaluation import Evaluation, EvaluationTables  # noqa: E402
+from proactflow.results.evaluations import triggers_suite  # noqa: E402
 from proactflow.suites.sources import read_corpus_file  # noqa: E402
 from proactflow.suites.proactbench.triggers import build_triggers  # noqa: E402
 from proactflow.results.viewer.site import write_viewer  # noqa: E402
@@ -50,8 +51,9 @@ def made_up_evaluation(triggers: pl.DataFrame, number: int) -> Evaluation:
         rationale=pl.lit("Because the reply names a concrete next step. " * 3),
         evidence=pl.Series([t[:40] for t in text]), evidence_verbatim=pl.lit(True),
         message=pl.lit(None, dtype=pl.String))
-    return Evaluation(f"model-{number}", "judge", "sha", triggers, responses, judgments,
-                      key=f"key{number}", label=f"model-{number} judged by judge")
+    return Evaluation(triggers_suite(), f"key{number}", f"model-{number}", "judge",
+                      label=f"model-{number} judged by judge",
+                      tables=EvaluationTables("sha", triggers, responses, judgments))
 
 
 LARGEST = 7557
@@ -85,14 +87,12 @@ class MadeUpSuite:
 
 
 def largest() -> None:
-    from proactflow.results.suite_evaluations import SuiteEvaluation
-
     folder = Path(tempfile.mkdtemp(prefix="proactflow-viewer-bench-"))
-    others = [SuiteEvaluation(MadeUpSuite(), f"key{n}", f"model-{n}", "rules",  # type: ignore
-                              "mcqa", True, label=f"model-{n} judged by rules (mcqa)")
+    others = [Evaluation(MadeUpSuite(), f"key{n}", f"model-{n}", "rules",  # type: ignore
+                         "mcqa", True, label=f"model-{n} judged by rules (mcqa)")
               for n in range(MODELS)]
     started = time.monotonic()
-    page = write_viewer([], folder / "viewer", others, store=object())  # type: ignore
+    page = write_viewer(others, folder / "viewer", store=object())  # type: ignore
     written = time.monotonic() - started
     print(f"{MODELS} models x {LARGEST} samples: written in {written:.1f} s; index.html "
           f"{page.stat().st_size / 1e3:.0f} kB")

@@ -28,6 +28,7 @@ from proactflow.results.history.nights import night_name, now, series_slug
 from proactflow.results.history.page import add_to_report, findings_section
 from proactflow.results.history.scores import Finding
 from proactflow.results.history.night_pages import night_folder
+from proactflow.results.report.sweeps import sweep_report
 from proactflow.run.progress import coverage_problem, located_causes
 from proactflow.suites import found_by_other_processes
 from proactflow.sweeps.deployed import run_evaluations
@@ -140,7 +141,8 @@ async def sweep(config: SweepConfig) -> dict[str, Any]:
                 failures.append({"model": model, "judge": judge, "error": shortfall})
                 logger.warning("%s judged by %s: %s", model, judge, shortfall)
     out = Path(config.out) if config.out else None
-    board = suite.sweep_report(store, out, finished, seed=BOOTSTRAP_SEED) if finished else None
+    board = sweep_report(suite, store, out, finished, seed=BOOTSTRAP_SEED) if finished \
+        else None
     pairs: list[dict[str, Any]] = []
     findings: list[Finding] = []
     try:

@@ -41,9 +41,10 @@ from .declarations import (DataSource, Prompts, SampleView, StageNames, Step, Ta
 from .coverage import Coverage, causes_of, coverage_of
 from .history_metric import HistoryMetric
 from .presentation import SuitePresentation, _cell, _column, percent
+from .stored_results import SuiteStoredResults
 
 
-class Suite(SuitePresentation, ABC):
+class Suite(SuitePresentation, SuiteStoredResults, ABC):
     """One benchmark. Subclasses set the class attributes and implement the abstract methods;
     the defaults fit a benchmark whose samples are answered one call each."""
 
@@ -66,6 +67,8 @@ class Suite(SuitePresentation, ABC):
     """False when the responses come from the data (judge calibration): no model to reach."""
     needs_judge: ClassVar[bool] = True
     """False for a suite scored by a deterministic check: no judge role, no judge call."""
+    default_judge: ClassVar[str | None] = None
+    """The judge a run is given when --judge-model is not (ProactBench: the paper's)."""
     takes_judge_response_format: ClassVar[bool] = True
     """False when the judge is asked exactly as the benchmark's own scripts ask it: no
     structured output is requested, so --judge-response-format is refused."""
@@ -280,21 +283,6 @@ class Suite(SuitePresentation, ABC):
     def loss_causes(self, judgments: pl.DataFrame) -> dict[str, str]:
         """The cause the rows give for each kind of loss, for the run's last line."""
         return causes_of(self.counted_rows(judgments), self.lost_statuses)
-
-    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        """(header, cell) of each column of the scores table printed after a run."""
-        return [(name, _column(name)) for name in self.tables.scores.model_fields]
-
-    def console_columns_for(self, settings: RunSettings
-                            ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-        """The console columns of a run with these settings: all of them by default; a suite
-        whose variants fill different columns leaves out those the run's variant never fills
-        (a column left empty because nothing was scored is shown, with "-")."""
-        return self.console_columns()
-
-    def summary_rows(self, scores: pl.DataFrame) -> list[dict[str, Any]]:
-        """The rows shown on the console and as the run's table artifact in the Prefect UI."""
-        return scores.to_dicts()
 
     main_output: ClassVar[str]
     """The export file the Prefect UI links to."""

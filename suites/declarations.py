@@ -118,19 +118,28 @@ class SuiteModules:
     """Where a suite keeps what it shows, declared once (the suite's package and the names of
     its modules there); suites/presentation.py hands each question to them:
     `views`: SPEC (the viewer's list) and `sample_views(suite, store, judgments_key)`;
-    `history`: METRIC, `history_samples(judgments)` and `view_sample(sample)`.
-    A module left None: the defaults of suites/presentation.py."""
+    `history`: METRIC, `history_samples(judgments)` and `view_sample(sample)`;
+    `report`: `section(store, out, *, keys, include_incomplete, published)`, the suite's
+    section of the report page and its leaderboard, and `leaderboard(store, keys, *,
+    include_incomplete, seed)`, the leaderboard alone (a sweep's without files);
+    `imports`: `import_published(suite, source, store, tools, *, corpus, judge, model)`, the
+    benchmark's published results stored (suites/stored_results.py).
+    A module left None: the defaults of suites/presentation.py and stored_results.py. A name
+    is relative to the package (".published_traces": beside it, in its parent package)."""
 
     package: str = ""
     views: str | None = None
     history: str | None = None
+    report: str | None = None
+    imports: str | None = None
 
     def module(self, part: str) -> Any:
-        """The declared module of `part` ("views", "history"), imported; None when none is."""
+        """The declared module of `part` ("views", "history", "report", "imports"), imported;
+        None when none is."""
         import importlib
 
         name = getattr(self, part)
-        return importlib.import_module(f"{self.package}.{name}") if name else None
+        return importlib.import_module(f".{name}", self.package) if name else None
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""What a suite shows beyond one run: a sweep's leaderboard and headline, its variant's name,
-its verdicts for the history of nights, and the viewer's list and pages; plus the console's cells.
+"""What a suite shows: the console's table after a run, a sweep's leaderboard and headline, its
+report section, its variant's name, its verdicts for the history of nights, and the viewer's list
+and pages.
 
 Suite (base.py) inherits these defaults; a benchmark overrides the ones it needs.
 """
@@ -13,8 +14,8 @@ import polars as pl
 
 from ..cache.artifacts import ArtifactStore
 from ..config.settings import RunSettings
-from .declarations import (ReportPart, SampleView, StageNames, SuiteModules, ViewColumn,
-                           ViewSpec)
+from .declarations import (ReportPart, SampleView, StageNames, SuiteModules, Tables,
+                           ViewColumn, ViewSpec)
 from .history_metric import HistoryMetric
 
 
@@ -24,6 +25,7 @@ class SuitePresentation:
     group_column: ClassVar[str]
     sample_key: ClassVar[tuple[str, ...]]
     stages: ClassVar[StageNames]
+    tables: ClassVar[Tables]
 
     modules: ClassVar[SuiteModules] = SuiteModules()
     """The suite's modules of views and history (declarations.py), declared once."""
@@ -37,21 +39,39 @@ class SuitePresentation:
     def score(self, judgments: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError
 
+    # One run: the console's table.
+
+    def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        """(header, cell) of each column of the scores table printed after a run."""
+        return [(name, _column(name)) for name in self.tables.scores.model_fields]
+
+    def console_columns_for(self, settings: RunSettings
+                            ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+        """The console columns of a run with these settings: all of them by default; a suite
+        whose variants fill different columns leaves out those the run's variant never fills
+        (a column left empty because nothing was scored is shown, with "-")."""
+        return self.console_columns()
+
+    def summary_rows(self, scores: pl.DataFrame) -> list[dict[str, Any]]:
+        """The rows shown on the console and as the run's table artifact in the Prefect UI."""
+        return scores.to_dicts()
+
     # Several evaluations: sweeps and reports.
 
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        """The leaderboard of these evaluations (judgments artifact keys); with `out`, the
-        report files too. By default the scores table over all of them."""
+    def sweep_leaderboard(self, store: ArtifactStore, judgments_keys: list[str], *,
+                          seed: int = 0) -> pl.DataFrame:
+        """The leaderboard of these evaluations (judgments artifact keys), as a sweep ranks
+        them (results/report/sweeps.py writes its files). By default the declared report
+        module's, else the scores table over all of them."""
+        report = self.modules.module("report")
+        if report is not None:
+            return report.leaderboard(store, judgments_keys, include_incomplete=True, seed=seed)
         frames = [store.get_by_key(self.stages.judgments, key).frame() for key in judgments_keys]
-        board = self.score(pl.concat(frames, how="diagonal_relaxed"))
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            board.write_csv(out / "leaderboard.csv")
-        return board
+        return self.score(pl.concat(frames, how="diagonal_relaxed"))
 
-    reports_section: ClassVar[bool] = False
-    """True for a suite with a section of its own on `proactflow report`'s page."""
+    reports_section: ClassVar[bool] = True
+    """True for a suite with a section on `proactflow report`'s page: by default every suite,
+    its declared report module's section or its scores per evaluation."""
 
     def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
                        include_incomplete: bool, published: Path | None
@@ -59,8 +79,16 @@ class SuitePresentation:
         """The suite's section of the report page, its HTML and its leaderboard (written in
         `out` as <suite>_leaderboard.csv), over the evaluations `keys` (None: every one in the
         store); None when there is none. `published`: a folder of the benchmark's published
-        results to show beside the measured ones, for a suite that has them."""
-        return None
+        results to show beside the measured ones, for a suite that has them. By default the
+        declared report module's section, else each evaluation's scores table."""
+        from .report_views import scores_section
+
+        report = self.modules.module("report")
+        if report is None:
+            return scores_section(self, store, out, keys=keys,
+                                  include_incomplete=include_incomplete)
+        return report.section(store, out, keys=keys, include_incomplete=include_incomplete,
+                              published=published)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """The sweep summary's table: column names and one row per evaluation."""
@@ -86,6 +114,14 @@ class SuitePresentation:
         """The report page's part of a suite that evaluations_with_triggers, over those
         `evaluations` (results/evaluations.py's, each written under names[key]), listing the
         `incomplete` ones left out; it writes its files in `out`."""
+        raise NotImplementedError(f"{type(self).__name__} reads its evaluations elsewhere")
+
+    def evaluations_view(self, evaluations: list[Any], samples: list[list[Any]],
+                         details: list[dict[str, Any]], rows: list[list[Any]],
+                         only: set[str] | None) -> dict[str, Any]:
+        """The viewer's part of a suite that evaluations_with_triggers: `evaluations`
+        (results/evaluations.py's) added to the page's samples, detail records and rows as its
+        suite 0 (with `only`, just those samples); returns the page's spec of its list."""
         raise NotImplementedError(f"{type(self).__name__} reads its evaluations elsewhere")
 
     compares_judges: ClassVar[bool] = False

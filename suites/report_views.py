@@ -178,16 +178,14 @@ def incomplete_lines(suite: Any, store: Any, shown: Sequence[str]) -> list[str]:
     return lines
 
 
-def only_incomplete_section(suite_name: str, title: str, store: Any, include_incomplete: bool
+def only_incomplete_section(suite: Any, title: str, store: Any, include_incomplete: bool
                             ) -> tuple[str, pl.DataFrame] | None:
     """The report section of a store whose every evaluation of the suite is incomplete: the
     list of them with what is missing (never dropped silently); None when there is none."""
-    from . import get_suite
-
-    left_out = [] if include_incomplete else incomplete_lines(get_suite(suite_name), store, [])
+    left_out = [] if include_incomplete else incomplete_lines(suite, store, [])
     if not left_out:
         return None
-    return (f'<h2 id="{suite_name}">{html.escape(title)}</h2>' + incomplete_list(left_out),
+    return (f'<h2 id="{suite.name}">{html.escape(title)}</h2>' + incomplete_list(left_out),
             pl.DataFrame())
 
 
@@ -217,3 +215,31 @@ def write_agreement(out: Path, table: pl.DataFrame, disagreements: pl.DataFrame)
                                         dtype=pl.String))
     write_atomic(out / "agreement.csv", flat.write_csv().encode())
     write_atomic(out / "disagreements.csv", disagreements.write_csv().encode())
+
+
+def scores_section(suite: Any, store: Any, out: Path, *, keys: list[str] | None,
+                   include_incomplete: bool) -> tuple[str, pl.DataFrame] | None:
+    """The report section of a suite that declares no report module of its own: its scores
+    table (`Suite.score`) of each evaluation, one row per group, written as
+    <suite>_leaderboard.csv; every complete evaluation in the store when `keys` is None."""
+    stage = suite.stages.judgments
+    if keys is None:
+        keys = sorted(key for key in store.keys(stage)
+                      if include_incomplete or store.get_by_key(stage, key).complete)
+    frames = []
+    for key in keys:
+        judgments = store.get_by_key(stage, key).frame()
+        if not judgments.is_empty():
+            frames.append(suite.score(judgments).with_columns(evaluation=pl.lit(key)))
+    if not frames:
+        return only_incomplete_section(suite, suite.display_name, store, include_incomplete)
+    board = pl.concat(frames, how="diagonal_relaxed")
+    write_atomic(out / f"{suite.name.replace('-', '_')}_leaderboard.csv",
+                 board.write_csv().encode())
+    left_out = [] if include_incomplete else incomplete_lines(
+        suite, store, board["evaluation"].unique().to_list())
+    shown = board.with_columns(pl.col("evaluation").str.slice(0, 10))
+    return (f'<h2 id="{html.escape(suite.name)}">{html.escape(suite.display_name)}</h2>'
+            f'<p class="note">{html.escape(suite.title)}: each evaluation\'s scores per '
+            f"{html.escape(suite.group_column)}.</p>{table_html(shown)}"
+            f"{incomplete_list(left_out)}", board)

@@ -40,19 +40,10 @@ this list, never one below."""
 UPWARD_KNOWN = {
     ("proactflow.config.generation", "proactflow.suites"):
         "a role's default generation settings are its suite's protocol's",
-    ("proactflow.suites.proactbench.suite", "proactflow.results.evaluations"):
-        "a run's --out report names its evaluation",
-    ("proactflow.suites.proactbench.suite", "proactflow.results.report.pages"):
-        "a run writes the report page of its own evaluation to --out",
-    ("proactflow.suites.proactiveagent.presentation", "proactflow.results.report.pages"):
-        "a sweep writes the report page of its evaluations to its --out",
-    ("proactflow.suites.proactivebench_mllm.presentation", "proactflow.results.report.pages"):
-        "a sweep writes the report page of its evaluations to its --out",
-    ("proactflow.suites.proactivebench_video.presentation", "proactflow.results.report.pages"):
-        "a sweep writes the report page of its evaluations to its --out",
 }
-"""Imports that point up today, each put off until a function runs; they are to go (the report
-page a run writes could be handed to the suite by the flow), and none may be added."""
+"""Imports that point up today, each put off until a function runs; none may be added (a sweep's
+report pages, once written by the suites themselves, are results/report/sweeps.py's since issue
+#38)."""
 
 
 def package_modules() -> dict[str, Path]:
@@ -207,14 +198,9 @@ SUITE_NAMES = {"proactbench", "proactiveagent", "proactiveagent-calibration",
 DEFAULT_SUITE_AT = "proactflow.config.generation"
 """Where the configuration names the default suite: the one name allowed outside suites/."""
 
-SUITE_NAMED_KNOWN = {
-    "proactflow.results.upkeep.imports": "ProactBench's and Proactive Agent's importers",
-    "proactflow.results.upkeep.published_traces": "Proactive Agent's published traces importer",
-    "proactflow.results.upkeep.rejudge_all": "rejudge --all-models reads ProactBench's tables",
-    "proactflow.results.viewer.site": "ProactBench's viewer list",
-}
-"""Modules outside suites/ that still import a suite's package or say a suite's name, each to
-go behind the seam (suites/base.py's declarations); none may be added."""
+SUITE_NAMED_KNOWN: dict[str, str] = {}
+"""Modules outside suites/ that still import a suite's package or say a suite's name: none since
+issue #38 (each went behind the seam, suites/base.py's declarations); none may be added."""
 
 
 def suite_naming(name: str, path: Path) -> list[str]:

@@ -14,7 +14,7 @@ from proactflow.config.settings import RunSettings, RuntimeOptions
 from proactflow.limits.model_limits import Limits
 from proactflow.providers.chat import ChatRequest
 from proactflow.run.pipeline import suite_of
-from proactflow.run.stage_keys import judgments_spec, responses_spec, samples_spec
+from proactflow.run.stage_keys import StageKeys
 from proactflow.suites.base import DataSource, Prompts
 from proactflow.suites.sources import Prompt
 from proactflow.sweeps.sweep_file import load_sweep
@@ -117,10 +117,11 @@ def test_limits_enter_no_key(tmp_path):
         prompts = Prompts({"judge": Prompt("Judge this.", "1" * 64, "judge.txt")})
         keys = []
         for settings in (before, after):
-            samples = samples_spec(suite, settings, source).key
-            responses = responses_spec(suite, settings, samples, Prompts()).key
+            stage_keys = StageKeys(suite, settings)
+            samples = stage_keys.samples(source).key
+            responses = stage_keys.responses(samples, Prompts()).key
             keys.append((samples, responses,
-                         judgments_spec(suite, settings, responses, prompts).key,
+                         stage_keys.judgments(responses, prompts).key,
                          ChatRequest.build(settings.judge, [("user", "q")]).key,
                          ChatRequest.build(settings.model_under_test, [("user", "q")]).key))
         assert keys[0] == keys[1]

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from proactflow.cache.artifacts import ArtifactSpec, ArtifactStore
-from proactflow.run.stage_keys import judgments_spec, responses_spec, samples_spec
+from proactflow.run.stage_keys import StageKeys
 from proactflow.suites.sources import Prompt
 from proactflow.suites import get_suite
 from proactflow.suites.base import DataSource, Prompts
@@ -89,7 +89,7 @@ PROACTBENCH = get_suite("proactbench")
 
 
 def triggers_spec(s: RunSettings, revision: str):
-    return samples_spec(PROACTBENCH, s, DataSource(revision, "test corpus"))
+    return StageKeys(PROACTBENCH, s).samples(DataSource(revision, "test corpus"))
 
 
 def judge_prompts(sha256: str) -> Prompts:
@@ -98,8 +98,8 @@ def judge_prompts(sha256: str) -> Prompts:
 
 def keys(s: RunSettings) -> tuple[str, str, str]:
     t = triggers_spec(s, "sha256:abc").key
-    r = responses_spec(PROACTBENCH, s, t, Prompts()).key
-    return t, r, judgments_spec(PROACTBENCH, s, r, judge_prompts("prompt-sha")).key
+    r = StageKeys(PROACTBENCH, s).responses(t, Prompts()).key
+    return t, r, StageKeys(PROACTBENCH, s).judgments(r, judge_prompts("prompt-sha")).key
 
 
 def test_incidental_settings_stay_out_of_keys():
@@ -121,7 +121,7 @@ def test_output_changing_settings_enter_keys():
     assert (t2, r2) == (t, r) and j2 != j
     limited = keys(settings(corpus=CorpusSource(path="a.jsonl", limit=3)))
     assert limited[0] != t
-    assert judgments_spec(PROACTBENCH, settings(), r, judge_prompts("other-prompt")).key != j
+    assert StageKeys(PROACTBENCH, settings()).judgments(r, judge_prompts("other-prompt")).key != j
     assert triggers_spec(settings(), "sha256:def").key != t
 
 

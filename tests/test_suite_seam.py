@@ -1,5 +1,6 @@
 """The seam holds: a suite defined only in tests/ (tiny_suite.py) runs end to end through the
-CLI, the generic stages, the store and a Prefect flow, and is cached like the others."""
+CLI, the generic stages, the store and a Prefect flow, is cached like the others, and gets the
+viewer, the report, the history of nights and a sweep with no change outside its own file."""
 
 from __future__ import annotations
 
@@ -78,6 +79,59 @@ def test_a_suite_defined_in_tests_runs_without_touching_the_generic_code(tmp_pat
         ("all", "share correct", "0.75")}
     assert len(rows) == 6 and "REGRESSION" not in (tmp_path / "history" / "history.html") \
         .read_text(encoding="utf-8")
+    # The report gives it a section by the seam's default: its scores of each evaluation.
+    assert run_cli("report", ["--store", str(tmp_path / "store"), "--out",
+                              str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert '<h2 id="tiny">Chain arithmetic</h2>' in page and "viewer/index.html" in page
+    board = (tmp_path / "report" / "tiny_leaderboard.csv").read_text(encoding="utf-8")
+    lines = board.splitlines()
+    assert lines[0].startswith("model,level,questions,correct,accuracy")
+    assert [line.split(",")[1:4] for line in lines[1:]] == [["easy", "2", "2"],
+                                                            ["hard", "2", "1"]]
+
+
+def test_a_suite_defined_in_tests_gets_a_sweep_its_report_and_a_night(tmp_path):
+    """A sweep file names the tiny suite (no judge: it has a deterministic check): the sweep
+    ranks its models by the seam's defaults, writes its report page and records the night."""
+    from proactflow.cache.artifacts import ArtifactStore
+    from proactflow.cli import main
+    from proactflow.results.history.nights import read_nights
+
+    register_suite(ChainArithmetic())
+    corpus = tmp_path / "questions.json"
+    corpus.write_text(json.dumps(QUESTIONS), encoding="utf-8")
+    with FakeOpenAI({"calc": calculator, "calc2": calculator}) as fake:
+        config = tmp_path / "sweep.toml"
+        config.write_text(f"""
+suite = "tiny"
+store = "{tmp_path / 'store'}"
+out = "{tmp_path / 'out'}"
+corpus = "{corpus}"
+
+[[models]]
+model = "openai/calc"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/calc2"
+api_base = "{fake.url}"
+""", encoding="utf-8")
+        assert main(["sweep", "--config", str(config)]) == 0
+        assert fake.calls["calc"] == 4 and fake.calls["calc2"] == 4
+    lines = (tmp_path / "out" / "leaderboard.csv").read_text(encoding="utf-8").splitlines()
+    assert sorted(tuple(line.split(",")[:4]) for line in lines[1:]) == [
+        ("openai/calc", "easy", "2", "2"), ("openai/calc", "hard", "2", "1"),
+        ("openai/calc2", "easy", "2", "2"), ("openai/calc2", "hard", "2", "1")]
+    assert (tmp_path / "out" / "sweep.md").read_text(encoding="utf-8") \
+        .startswith("# Chain arithmetic sweep")
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<title>Chain arithmetic sweep</title>" in page and '<h2 id="tiny">' in page
+    [night] = read_nights(ArtifactStore(tmp_path / "store"), series="sweep")
+    shares = {(pair["model"], score["group"]): score["score"] for pair in night.pairs
+              for score in pair["scores"] if score["metric"] == "share correct"}
+    assert shares == {(model, group): share for model in ("openai/calc", "openai/calc2")
+                      for group, share in (("easy", 1.0), ("hard", 0.5), ("all", 0.75))}
 
 
 def test_unknown_suite_is_one_line_listing_the_known_ones(capsys):

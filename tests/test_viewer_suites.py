@@ -235,9 +235,9 @@ def test_a_multimodal_sample_with_two_evaluations_shows_both_uncut(store, tmp_pa
     evaluation = suite_evaluation(suite, artifacts, key)
     assert evaluation is not None
     out = tmp_path / "two"
-    write_viewer([], out, [replace(evaluation, label=f"{evaluation.base_label} · {when}")
-                           for when in ("before · 2026-11-02 02:00", "after · 2026-11-03 02:00")],
-                 artifacts)
+    write_viewer([replace(evaluation, label=f"{evaluation.base_label} · {when}")
+                  for when in ("before · 2026-11-02 02:00", "after · 2026-11-03 02:00")],
+                 out, artifacts)
     index = index_of(out)
     coco = next(s[1] for s in index["samples"] if s[2] == "COCO")
     with Browser(f"{(out / 'index.html').resolve().as_uri()}#s=proactivebench-mllm&t={coco}"

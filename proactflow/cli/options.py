@@ -13,7 +13,7 @@ from ..common.errors import UserError
 from ..common.postgres import DATABASE_ENV, check_database_url, default_database
 from ..common.postgres_wait import DATABASE_WAIT_ENV, DEFAULT_WAIT_S
 from ..config.effective import safety_settings_off
-from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, PAPER_JUDGE, CorpusSource,
+from ..config.settings import (DEFAULT_STORE_ENV, DEFAULT_SUITE, CorpusSource,
                                ModelRole, RunSettings, RuntimeOptions, default_store,
                                role_generation)
 from .interrupts import EXIT_DATABASE_LOST as EXIT_DATABASE_LOST
@@ -217,8 +217,8 @@ def settings_from_args(args: argparse.Namespace) -> RunSettings:
 
     suite_name = getattr(args, "suite", None) or DEFAULT_SUITE
     suite = get_suite(suite_name)  # an unknown name is a one-line error listing the known
-    if not args.judge_model and suite_name == DEFAULT_SUITE:
-        args = argparse.Namespace(**{**vars(args), "judge_model": PAPER_JUDGE})
+    if not args.judge_model and suite.default_judge:
+        args = argparse.Namespace(**{**vars(args), "judge_model": suite.default_judge})
     if args.judge_response_format and not suite.takes_judge_response_format:
         raise UserError(f"--judge-response-format is not for the {suite_name} suite: its judge "
                         "is asked as the benchmark's own script asks it")

@@ -7,36 +7,21 @@ import json
 from pathlib import Path
 
 from ..common.errors import UserError
-from ..config.settings import DEFAULT_SUITE, default_store
+from ..config.settings import default_store
 from .options import selected_evaluations
 
 
 def import_command(args: argparse.Namespace) -> int:
     from ..cache.artifacts import ArtifactStore
-    from ..results.upkeep.imports import import_results
+    from ..results.upkeep.imports import import_published
 
     if args.model and len(args.files) > 1:
         raise UserError("--model names one file's model: import the files one at a time")
     store = ArtifactStore(args.store or default_store())
-    if args.suite != DEFAULT_SUITE:  # the other suite whose published results import takes
-        from ..results.upkeep.imports import import_published_traces
-        from .importing import print_traces_import
-
-        for folder in args.files:
-            print_traces_import(import_published_traces(Path(folder), store, corpus=args.corpus,
-                                                        model=args.model))
-        return 0
-    if not args.corpus:
-        raise UserError("import needs --corpus: the final_dialogues.jsonl the results were "
-                        "produced on")
-    for file in args.files:
-        done = import_results(Path(file), args.corpus, store, judge=args.judge_model,
-                              model=args.model)
-        print(f"{file}: {done.model} judged by {done.judge}: {done.scored} of "
-              f"{done.corpus_triggers} corpus triggers scored, {done.skipped} skipped, "
-              f"{done.missing} missing from the file"
-              + (f"; {done.unmatched} rows of the file match no dialogue of the corpus"
-                 if done.unmatched else ""))
+    for source in args.files:
+        for line in import_published(args.suite, source, store, corpus=args.corpus,
+                                     judge=args.judge_model, model=args.model):
+            print(line)
     return 0
 
 
@@ -46,14 +31,14 @@ def report_command(args: argparse.Namespace) -> int:
     from ..results.suite_evaluations import suite_evaluations
 
     store = ArtifactStore(args.store or default_store())
-    selection = args.run or args.select_models or args.corpus_revision
-    others = ([] if args.corpus_revision else suite_evaluations(
+    selection = bool(args.run or args.select_models or args.corpus_revision)
+    others = [] if args.corpus_revision else suite_evaluations(
         store, runs=args.run, models=args.select_models,
-        include_incomplete=args.include_incomplete)) if selection else None
+        include_incomplete=args.include_incomplete)
     done = write_report(store, Path(args.out), samples=args.bootstrap, seed=args.seed,
-                        evaluations=selected_evaluations(args, store),
+                        evaluations=selected_evaluations(args, store) + others,
                         published=Path(args.published) if args.published else None,
-                        include_incomplete=args.include_incomplete, others=others)
+                        include_incomplete=args.include_incomplete, selected=selection)
     for line in done["coverage"]:
         print(line)
     for line in done.get("left_out", []):
@@ -127,8 +112,8 @@ def view_command(args: argparse.Namespace) -> int:
         raise UserError(f"no evaluations in {store.url} for this selection: run 'proactflow "
                         "run' or 'proactflow import' first (--include-incomplete shows runs "
                         "whose calls partly failed)")
-    page = write_viewer(evaluations, Path(args.out), others, store)
-    print(f"wrote {page} ({frame_summary(evaluations, others)})")
+    page = write_viewer(evaluations + others, Path(args.out), store)
+    print(f"wrote {page} ({frame_summary(evaluations + others)})")
     if not args.include_incomplete and not args.corpus_revision:
         left_out = len(suite_evaluations(store, runs=args.run, models=args.select_models,
                                          include_incomplete=True)) - len(others)

@@ -10,78 +10,32 @@ different triggers is ranked together unannounced.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from ..cache.artifacts import ArtifactStore
-from ..cache.keys import content_key
 from ..run.run_records import find_record, read_records
+from .evaluation import Evaluation, EvaluationTables, TriggerSet
+
+if TYPE_CHECKING:
+    from ..suites.base import Suite
+
+
+@functools.cache
+def triggers_suite() -> "Suite":
+    """The suite whose evaluations this module reads, with their samples (triggers) and
+    responses (`Suite.evaluations_with_triggers`): the report, the viewer and `rejudge
+    --all-models` hand them to it."""
+    from ..suites import get_suite, suite_names
+
+    return next(found for found in map(get_suite, suite_names())
+                if found.evaluations_with_triggers)
 
 
 def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "model"
-
-
-@dataclass(frozen=True)
-class TriggerSet:
-    """Which triggers an evaluation scored."""
-
-    corpus_revision: str
-    limit: int | None
-    phases: tuple[str, ...]
-    triggers: int
-
-    @property
-    def key(self) -> str:
-        """A short identifier: equal for evaluations scored on the same triggers."""
-        return content_key([self.corpus_revision, self.limit, sorted(self.phases)])[:10]
-
-    def describe(self) -> str:
-        revision = self.corpus_revision.removeprefix("sha256:")[:10]
-        parts = [f"corpus {revision}", f"{self.triggers} triggers"]
-        if self.limit:
-            parts.append(f"first {self.limit} dialogues")
-        if len(self.phases) < 3:
-            parts.append("phases " + ",".join(self.phases))
-        return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """One judgments artifact with its inputs: the unit the report ranks."""
-
-    model: str
-    judge: str
-    judge_prompt_sha256: str
-    triggers: pl.DataFrame
-    responses: pl.DataFrame
-    judgments: pl.DataFrame
-    key: str = ""
-    """The judgments artifact key: the evaluation's identity."""
-    responses_key: str = ""
-    source: str = "run"
-    """'run' or 'import' (published results)."""
-    trigger_set: TriggerSet | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
-    """What produced it (prompt, settings, endpoint...): the material labels are made of."""
-    label: str = ""
-    complete: bool = True
-
-    @property
-    def base_label(self) -> str:
-        return f"{self.model} judged by {self.judge}"
-
-    def tagged(self, judgments: pl.DataFrame | None = None) -> pl.DataFrame:
-        """The judgments with the identity columns every group and join uses."""
-        frame = self.judgments if judgments is None else judgments
-        return frame.with_columns(evaluation=pl.lit(self.key), label=pl.lit(self.label),
-                                  trigger_set=pl.lit(self.trigger_set.key
-                                                     if self.trigger_set else ""),
-                                  source=pl.lit(self.source))
 
 
 def _facts(judgments_material: dict[str, Any], responses_material: dict[str, Any],
@@ -162,11 +116,13 @@ def evaluation_of(store: ArtifactStore, judgments_key: str) -> Evaluation | None
     source = "import" if "imported_file_sha256" in responses_material.get("settings", {}) \
         else "run"
     model, judge, sha = judgments.select("model", "judge", "judge_prompt_sha256").row(0)
-    return Evaluation(model, judge, sha, triggers, responses_artifact.frame(), judgments,
-                      key=judgments_key, responses_key=responses_key, source=source,
-                      trigger_set=trigger_set,
-                      facts=_facts(judgments_material, responses_material, trigger_set, source),
-                      complete=judgments_artifact.complete)
+    return Evaluation(triggers_suite(), judgments_key, model, judge,
+                      complete=judgments_artifact.complete, source=source,
+                      tables=EvaluationTables(
+                          sha, triggers, responses_artifact.frame(), judgments,
+                          responses_key=responses_key, trigger_set=trigger_set,
+                          facts=_facts(judgments_material, responses_material, trigger_set,
+                                       source)))
 
 
 def judgments_keys_of_runs(store: ArtifactStore, runs: list[str]) -> set[str]:

@@ -1,4 +1,4 @@
-"""Stage materialisation, for every suite: compute an artifact's key (stage_keys.py), reuse it
+"""Stage materialisation, for every suite: ask an artifact's key (stage_keys.py), reuse it
 when stored and final, otherwise run the stage, its calls through each role's client
 (role_clients.py), and store the output. The Prefect flows call these; so do `--dry-run` and
 `status`.
@@ -25,7 +25,7 @@ from ..stages.judgments import judge_responses
 from ..stages.responses import generate_responses
 from .progress import Logger, Progress
 from .role_clients import role_client
-from .stage_keys import judgments_spec, responses_spec, samples_spec, scores_spec
+from .stage_keys import StageKeys, without_fingerprint
 from ..stages.streaming import RowStream
 from ..suites import get_suite
 from ..suites.base import DataSource, Prompts, Suite
@@ -91,7 +91,7 @@ def materialize_samples(suite: Suite, settings: RunSettings, store: ArtifactStor
     """The samples artifact; the data is parsed and validated only when it is not stored."""
     started = time.monotonic()
     source = source or suite.locate(settings, store)
-    spec = samples_spec(suite, settings, source)
+    spec = StageKeys(suite, settings).samples(source)
     found = store.get(spec)
     # Samples' rows may be in this process already (shared_samples): their footer is looked at.
     if found is not None and found.still_stored():
@@ -109,7 +109,7 @@ async def materialize_responses(suite: Suite, settings: RunSettings, store: Arti
     """The responses artifact. With `stream`, every row is also handed to the judgments stage
     the moment it exists; the stream is closed at the end, or aborted if this stage fails."""
     started = time.monotonic()
-    spec = responses_spec(suite, settings, samples_artifact.key, prompts)
+    spec = StageKeys(suite, settings).responses(samples_artifact.key, prompts)
     try:
         found = None if settings.refreshes("responses") else store.get(spec)
         # A stored output gc removed since it was chosen is computed again (from the call
@@ -155,15 +155,9 @@ def responses_ready(suite: Suite, settings: RunSettings, store: ArtifactStore,
     """The stored responses when they are complete (nothing to generate), else None."""
     if settings.refreshes("responses"):
         return None
-    found = store.get(responses_spec(suite, settings, samples_artifact.key, prompts))
+    found = store.get(StageKeys(suite, settings).responses(samples_artifact.key, prompts))
     # Gone since it was listed (gc): the responses stage computes it again from the call cache.
     return found if found is not None and found.complete and found.still_stored() else None
-
-
-def _without_fingerprint(material: dict[str, Any]) -> dict[str, Any]:
-    role = dict(material.get("settings", {}).get("model_under_test") or {})
-    role.pop("endpoint_fingerprint", None)
-    return {**material, "settings": {**material.get("settings", {}), "model_under_test": role}}
 
 
 def stored_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
@@ -174,12 +168,12 @@ def stored_responses(suite: Suite, settings: RunSettings, store: ArtifactStore,
     fingerprint may differ or be unknown now: the newest responses that match in everything but
     the fingerprint are then the ones meant.
     """
-    spec = responses_spec(suite, settings, samples_artifact.key, prompts)
+    spec = StageKeys(suite, settings).responses(samples_artifact.key, prompts)
     found = store.get(spec)
     if found is None:
-        wanted = _without_fingerprint(spec.material())
+        wanted = without_fingerprint(spec.material())
         matches = {key: stamp for key, stamp in store.keys(spec.stage).items()
-                   if _without_fingerprint(store.material(spec.stage, key)) == wanted}
+                   if without_fingerprint(store.material(spec.stage, key)) == wanted}
         if matches:
             found = store.get_by_key(spec.stage, max(matches, key=matches.__getitem__))
     if found is None:
@@ -199,9 +193,9 @@ async def materialize_judgments(suite: Suite, settings: RunSettings, store: Arti
     responses stage runs. Its key depends on the responses' key (which settings determine for a
     stream)."""
     started = time.monotonic()
-    responses_key = responses_in.key if isinstance(responses_in, Artifact) else \
-        responses_spec(suite, settings, samples_artifact.key, generation_prompts).key
-    spec = judgments_spec(suite, settings, responses_key, prompts)
+    keys = StageKeys(suite, settings)
+    spec = keys.judgments(responses_in.key, prompts) if isinstance(responses_in, Artifact) \
+        else keys.chain(samples_artifact.key, generation_prompts, prompts)[1]
     samples = shared_samples(samples_artifact)
     source: pl.DataFrame | RowStream
     total: int | None
@@ -234,7 +228,7 @@ def materialize_scores(suite: Suite, store: ArtifactStore, judgments_artifact: A
     """The scores of a judgments artifact; `recompute` when the judgments were just written (a
     refresh writes a new version under the same key)."""
     started = time.monotonic()
-    spec = scores_spec(suite, judgments_artifact.key)
+    spec = StageKeys(suite).scores(judgments_artifact.key)
     found = None if recompute else store.get(spec)
     reused = found.rows_if_stored() if found is not None and found.complete \
         and judgments_artifact.complete else None

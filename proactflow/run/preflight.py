@@ -32,12 +32,12 @@ def worth_line(model: str, frame: pl.DataFrame) -> str:
 def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
                  generation_prompts: Prompts, judge_prompts: Prompts) -> list[str]:
     """One line per stage: stored or not, complete or not, error rows."""
-    from .stage_keys import judgments_spec, responses_spec, scores_spec
+    from .stage_keys import StageKeys
 
     names = suite.stages
     lines = [f"{names.samples:<13} {samples.key[:12]}  stored, {samples.frame().height} rows"]
-    spec = responses_spec(suite, settings, samples.key, generation_prompts)
-    for stage in (names.responses, names.judgments, names.scores):
+    specs = StageKeys(suite, settings).chain(samples.key, generation_prompts, judge_prompts)
+    for stage, spec in zip((names.responses, names.judgments, names.scores), specs):
         found = store.get(spec)
         if found is None:
             lines.append(f"{stage:<13} {spec.key[:12]}  not stored")
@@ -61,8 +61,4 @@ def stage_states(suite: Suite, settings: RunSettings, store, samples: Artifact,
                     names.judgments: settings.judge}.get(stage)
             if role is not None and "prompt_tokens" in frame.columns:
                 lines.append(worth_line(role.model, frame))
-        if stage == names.responses:
-            spec = judgments_spec(suite, settings, spec.key, judge_prompts)
-        elif stage == names.judgments:
-            spec = scores_spec(suite, spec.key)
     return lines

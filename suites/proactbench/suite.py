@@ -15,10 +15,11 @@ import polars as pl
 from ...cache.artifacts import ArtifactStore
 from ...providers.chat import ChatOutcome, ChatRequest
 from ...common.errors import UserError
-from ...config.settings import ModelRole, RunSettings
+from ...config.settings import PAPER_JUDGE, ModelRole, RunSettings
 from ..sources import CorpusFile, fetch_upstream_judge_prompt, locate_corpus, read_judge_prompt_file
 from ..base import DataSource, Prompts, StageNames, Step, Suite, Tables, percent
 from ..declarations import ReportPart, SuiteModules
+from ..stored_results import NarrowedResponses
 from . import agreement, history, judgments, phase_scores, responses, triggers
 from .exports import write_outputs
 from .leaderboard import build_leaderboard, with_rank_ranges
@@ -45,6 +46,7 @@ class ProactBench(Suite):
     tables = Tables(samples=TriggerRow, responses=ResponseRow, judgments=JudgmentRow,
                     scores=PhaseScoreRow)
     error_statuses = ("error", "generation_error", "judge_error")
+    default_judge = PAPER_JUDGE
 
     def locate(self, settings: RunSettings, store: ArtifactStore) -> DataSource:
         corpus = locate_corpus(settings.corpus)
@@ -135,6 +137,7 @@ class ProactBench(Suite):
         return phase_scores.score_phases(judgments_frame)
 
     evaluations_with_triggers = True
+    reports_section = False  # its evaluations' report is the page's own (evaluations_report)
     compares_judges = True
 
     def evaluations_report(self, out: Path, evaluations: list[Any], *, names: dict[str, str],
@@ -148,7 +151,21 @@ class ProactBench(Suite):
                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
         return agreement.judge_agreement(judgments_frame)
 
-    modules = SuiteModules(__package__, history="history")
+    modules = SuiteModules(__package__, history="history", imports="stored")
+
+    def evaluations_view(self, evaluations: list[Any], samples: list[list[Any]],
+                         details: list[dict[str, Any]], rows: list[list[Any]],
+                         only: set[str] | None) -> dict[str, Any]:
+        from .viewer import SPEC, add_evaluations
+
+        add_evaluations(evaluations, samples, details, rows, only)
+        return SPEC
+
+    def narrow_stored_responses(self, store: ArtifactStore, evaluation: Any, limit: int | None,
+                                groups: tuple[str, ...]) -> NarrowedResponses | None:
+        from .stored import narrowed
+
+        return narrowed(store, evaluation, limit, groups)
 
     def legacy_history_samples(self, samples: dict[str, list]) -> pl.DataFrame | None:
         return history.legacy_samples(samples) if "count" not in samples else None
@@ -158,22 +175,10 @@ class ProactBench(Suite):
                       provenance: dict[str, Any]) -> dict[str, str]:
         return write_outputs(out, samples, responses_frame, judgments_frame, scores, provenance)
 
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ...results.evaluations import evaluation_of
-        from ...results.report.pages import write_report
-
-        evaluations = []
-        for key in judgments_keys:
-            found = evaluation_of(store, key)
-            if found is None:  # the flow just wrote it: its inputs are there
-                raise RuntimeError(f"judgments {key} of this sweep lost its inputs")
-            evaluations.append(found)
-        if out is not None:
-            # The report covers only these runs: the store may hold older ones.
-            return write_report(store, out, seed=seed, evaluations=evaluations,
-                                other_suites=False)["leaderboard"]
-        return build_leaderboard(pl.concat([e.judgments for e in evaluations]), seed=seed)
+    def sweep_leaderboard(self, store: ArtifactStore, judgments_keys: list[str], *,
+                          seed: int = 0) -> pl.DataFrame:
+        frames = [store.get_by_key(self.stages.judgments, key).frame() for key in judgments_keys]
+        return build_leaderboard(pl.concat(frames), seed=seed)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         columns = ["rank", "model", "judge", "weighted score", "95 % CI", "pass rate",

@@ -3,6 +3,6 @@ hold (checks.py), scores, intervals and findings across nights (scores.py, boots
 history page (page.py), each night's own pages in a sweep's `out` (night_pages.py) and each
 finding's side-by-side page (compare.py).
 
-May import: the layers below results, results' evaluations.py and suite_evaluations.py, the
-viewer and the report.
+May import: the layers below results, results' evaluation.py, evaluations.py and
+suite_evaluations.py, the viewer and the report.
 """

@@ -62,11 +62,9 @@ def _write(store: ArtifactStore, suite: Suite, folder: Path, findings: list[Find
                                 folder, only=only)
         others = [suite_evaluation(suite, night, key)
                   for night, key in zip(read, first.evaluations)]
-        return write_viewer([], folder, [replace(e, label=f"{e.base_label} · {label}",
-                                                 store=night)
-                                         for e, label, night in zip(others, labels, read)
-                                         if e is not None],
-                            store, only=only)
+        return write_viewer([replace(e, label=f"{e.base_label} · {label}", store=night)
+                             for e, label, night in zip(others, labels, read) if e is not None],
+                            folder, store, only=only)
     except FileNotFoundError:  # an artifact, or the version of it, the night read is gone
         return None
 

@@ -18,9 +18,10 @@ import polars as pl
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...common.errors import UserError
 from ...suites.report_views import incomplete_lines
-from ..evaluations import Evaluation, distinguish, file_names, stored_evaluations
+from ..evaluation import Evaluation
+from ..evaluations import distinguish, file_names, stored_evaluations
 from .html import STYLE
-from ..suite_evaluations import SuiteEvaluation, suite_evaluations
+from ..suite_evaluations import suite_evaluations
 from ..viewer.site import write_viewer
 
 def _incomplete(store: ArtifactStore, shown: list[Evaluation],
@@ -35,7 +36,7 @@ def _incomplete(store: ArtifactStore, shown: list[Evaluation],
 
 def _suite_files(out: Path, store: ArtifactStore,
                  sections: dict[str, tuple[str, pl.DataFrame] | None],
-                 others: list[SuiteEvaluation], include_incomplete: bool
+                 others: list[Evaluation], include_incomplete: bool
                  ) -> tuple[dict[str, str], list[str], list[str]]:
     """For the console to name every file written and every evaluation reported or not: the
     leaderboard CSV each other suite's section wrote (one where it shows an evaluation), a line
@@ -91,24 +92,25 @@ def write_suite_page(out: Path, title: str, body: str, board: pl.DataFrame) -> d
 def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: int = 0,
                  evaluations: list[Evaluation] | None = None,
                  published: Path | None = None, other_suites: bool = True,
-                 include_incomplete: bool = False,
-                 others: list[SuiteEvaluation] | None = None) -> dict[str, Any]:
-    """Leaderboard, metrics and report.html over ProactBench's `evaluations` (default: every
-    complete evaluation in the store), with a section per other suite found in the store over
-    `others` (default: all of its complete evaluations; `published`: a folder of Proactive
-    Agent's published results files)."""
+                 include_incomplete: bool = False, selected: bool = False) -> dict[str, Any]:
+    """Leaderboard, metrics and report.html over `evaluations` of every suite (default: every
+    complete evaluation read with its triggers, and every evaluation of the other suites found
+    in the store, complete unless `include_incomplete`): the report of those read with their
+    triggers, and a section per other suite. A section covers its suite's evaluations in the
+    store, or with `selected` (a selection was made) just those of `evaluations`. `published`:
+    a folder of Proactive Agent's published results files."""
     from ...suites import get_suite, suite_names
 
-    evaluations = stored_evaluations(store) if evaluations is None else distinguish(evaluations)
-    chosen = others is not None
-    if others is None:
-        others = suite_evaluations(store, include_incomplete=include_incomplete) \
-            if other_suites else []
+    if evaluations is None:
+        evaluations = stored_evaluations(store) + (suite_evaluations(
+            store, include_incomplete=include_incomplete) if other_suites else [])
+    others = [e for e in evaluations if e.tables is None] if other_suites else []
+    evaluations = distinguish([e for e in evaluations if e.tables is not None])
     out.mkdir(parents=True, exist_ok=True)
 
     def keys(suite: str) -> list[str] | None:
         """A selection's evaluations of `suite` (None: every one in the store)."""
-        return [e.key for e in others or [] if e.suite.name == suite] if chosen else None
+        return [e.key for e in others if e.suite.name == suite] if selected else None
 
     sectioned = [suite for suite in map(get_suite, suite_names()) if suite.reports_section]
     wanted = {suite.name: keys(suite.name) for suite in sectioned}
@@ -129,12 +131,11 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
         written = write_suite_page(out, "Proactivity report",
                                    _contents(other[0]) + _viewer_link(True) + other[0], other[1])
         written["paths"].update(suite_files[0])
-        written["paths"]["viewer"] = str(write_viewer([], out / "viewer", others, store))
+        written["paths"]["viewer"] = str(write_viewer(others, out / "viewer", store))
         written["coverage"] = suite_files[1]
         written["left_out"] = suite_files[2]
         return written
-    suite = next(found for found in map(get_suite, suite_names())
-                 if found.evaluations_with_triggers)
+    suite = evaluations[0].suite
     part = suite.evaluations_report(
         out, evaluations, names=file_names(evaluations),
         incomplete=_incomplete(store, evaluations, include_incomplete), samples=samples,
@@ -150,7 +151,7 @@ def write_report(store: ArtifactStore, out: Path, *, samples: int = 1000, seed: 
 {other[0] if other else ""}
 </body></html>"""
     write_atomic(out / "report.html", page.encode("utf-8"))
-    viewer = write_viewer(evaluations, out / "viewer", others, store)
+    viewer = write_viewer([*evaluations, *others], out / "viewer", store)
     return {"leaderboard": part.board, "coverage": part.coverage + suite_files[1],
             "paths": {**part.paths, **suite_files[0], "viewer": str(viewer)},
             "left_out": [f"{suite.display_name}: {line}" for line in part.left_out]

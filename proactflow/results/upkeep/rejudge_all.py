@@ -14,16 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import polars as pl
-
-from ...cache.artifacts import ArtifactSpec, ArtifactStore
+from ...cache.artifacts import ArtifactStore
 from ...common.errors import UserError
-from ..evaluations import Evaluation, TriggerSet, stored_evaluations
-from ...schemas.arrow import conform
-from ...suites.proactbench.corpus import PHASES
-from ...suites.proactbench.tables import ResponseRow, TriggerRow
-from ...config.settings import RunSettings
-from ...suites.proactbench import responses, triggers
+from ..evaluations import Evaluation, TriggerSet, stored_evaluations, triggers_suite
 
 
 @dataclass(frozen=True)
@@ -41,38 +34,25 @@ class StoredResponses:
 
 
 def _narrowed(store: ArtifactStore, evaluation: Evaluation, limit: int | None,
-              phases: tuple[str, ...]) -> StoredResponses:
-    """The evaluation's responses, restricted to the first `limit` dialogues and `phases`, as
-    the artifacts a run with those options would have stored."""
+              groups: tuple[str, ...]) -> StoredResponses:
+    """The evaluation's responses, restricted to the first `limit` episodes and `groups`
+    (its suite's `narrow_stored_responses`), as the artifacts a run with those options would
+    have stored."""
+    suite = triggers_suite()
     trigger_set = evaluation.trigger_set
     assert trigger_set is not None
-    responses_material = store.material("responses", evaluation.responses_key)
-    triggers_key = responses_material["inputs"]["triggers"]
-    new_limit = min(x for x in (limit, trigger_set.limit) if x) if (limit or trigger_set.limit) \
-        else None
-    new_phases = tuple(p for p in PHASES if p in phases and p in trigger_set.phases)
-    if new_limit == trigger_set.limit and set(new_phases) == set(trigger_set.phases):
-        return StoredResponses(evaluation.model, triggers_key, evaluation.responses_key,
-                               trigger_set, evaluation.source, responses_material["settings"],
-                               evaluation.responses.height)
-    selection = dict(store.material("triggers", triggers_key)["settings"])
-    selection.update(limit=new_limit, phases=sorted(new_phases))
-    kept = evaluation.triggers.filter(
-        pl.col("phase").is_in(list(new_phases))
-        & (pl.col("dialogue_index") < (new_limit or 10**9)))
-    triggers_spec = ArtifactSpec(triggers.STAGE, triggers.VERSION, {}, selection)
-    if store.get(triggers_spec) is None:
-        store.put(triggers_spec, conform(kept, TriggerRow))
-    chosen = evaluation.responses.join(kept.select("unique_id_eval", "turn"),
-                                       on=["unique_id_eval", "turn"], how="semi")
-    responses_spec = ArtifactSpec(responses.STAGE, responses.VERSION,
-                                  {"triggers": triggers_spec.key},
-                                  responses_material["settings"])
-    if store.get(responses_spec) is None:
-        store.put(responses_spec, conform(chosen, ResponseRow))
-    narrowed_set = TriggerSet(trigger_set.corpus_revision, new_limit, new_phases, kept.height)
-    return StoredResponses(evaluation.model, triggers_spec.key, responses_spec.key, narrowed_set,
-                           evaluation.source, responses_material["settings"], chosen.height)
+    responses_material = store.material(suite.stages.responses, evaluation.responses_key)
+    narrowed = suite.narrow_stored_responses(store, evaluation, limit, groups)
+    if narrowed is None:
+        return StoredResponses(evaluation.model,
+                               responses_material["inputs"][suite.stages.samples],
+                               evaluation.responses_key, trigger_set, evaluation.source,
+                               responses_material["settings"], evaluation.responses.height)
+    narrowed_set = TriggerSet(trigger_set.corpus_revision, narrowed.limit, narrowed.groups,
+                              narrowed.samples)
+    return StoredResponses(evaluation.model, narrowed.samples_key, narrowed.responses_key,
+                           narrowed_set, evaluation.source, responses_material["settings"],
+                           narrowed.responses)
 
 
 def select_stored_responses(store: ArtifactStore, *, runs: list[str] | None,

@@ -2,5 +2,6 @@
 page (page.py) and the scripts of its list and of a trigger's detail (script.py,
 detail_script.py).
 
-May import: the layers below results, and results' own evaluations.py and suite_evaluations.py.
+May import: the layers below results, and results' own evaluation.py, evaluations.py and
+suite_evaluations.py.
 """

@@ -140,7 +140,7 @@ function buildFilters() {
   const rows = INDEX.rows.filter(r => INDEX.samples[r[0]][0] === state.suite).length;
   document.getElementById("summary").textContent =
     `${suiteSpec().title}: ${evaluations.length} evaluations, ${samples} ` +
-    `${state.suite === 0 && suiteSpec().name === "proactbench" ? "triggers" : "samples"}, ` +
+    `${suiteSpec().samples_noun || "samples"}, ` +
     `${rows} ${suiteSpec().noun}` +
     (INDEX.suites.length > 1 ? ` (${INDEX.suites.length} suites)` : "");
 }

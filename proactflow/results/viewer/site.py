@@ -21,19 +21,11 @@ import polars as pl
 
 from ...cache.artifacts import ArtifactStore, write_atomic
 from ...suites.declarations import SampleView
-from ..evaluations import Evaluation
-from ..suite_evaluations import SuiteEvaluation
+from ..evaluation import Evaluation
 
 if TYPE_CHECKING:
     from ...suites.base import Suite
 from .page import PAGE
-
-NOT_SCORED = "not scored"
-
-
-def _verdict(status: str, score: str | None) -> str:
-    return score if status == "scored" and score else NOT_SCORED
-
 
 def _script_json(value: Any) -> str:
     """JSON that is safe inside a <script> element of an HTML page."""
@@ -58,7 +50,7 @@ def short_names(names: list[str]) -> dict[str, str]:
     return short
 
 
-def _short_labels(evaluations: Sequence[Evaluation | SuiteEvaluation]) -> list[str]:
+def _short_labels(evaluations: Sequence[Evaluation]) -> list[str]:
     """The list's evaluation column: the short model name, the short judge name only when
     there is more than one judge, and what tells apart evaluations of the same pair."""
     models = short_names([e.model for e in evaluations])
@@ -72,13 +64,6 @@ def _short_labels(evaluations: Sequence[Evaluation | SuiteEvaluation]) -> list[s
         labels.append(label + full[len(evaluation.base_label):]
                       if full.startswith(evaluation.base_label) else label)
     return labels
-
-
-PROACTBENCH_SPEC = {
-    "name": "proactbench", "title": "ProactBench", "noun": "verdicts",
-    "columns": [["dialogue", "26%", False], ["turn", "34px", False], ["phase", "84px", True]],
-    "outcome": "verdict", "extra": ["category"], "outcome_width": "86px",
-    "outcomes": {"PASS": "good", "PARTIAL": "mid", "FAIL": "bad", NOT_SCORED: "none"}}
 
 
 def _suite_spec(suite: Suite) -> dict[str, Any]:
@@ -102,33 +87,34 @@ def _outcome_width(declared: str, outcomes: list[str]) -> str:
     return f"{max(int(float(declared[:-2])), needed)}px"
 
 
-def _evaluation_entry(evaluation: Evaluation | SuiteEvaluation, short: str,
+def _evaluation_entry(evaluation: Evaluation, short: str,
                       suite: int) -> dict[str, Any]:
-    trigger_set = getattr(evaluation, "trigger_set", None)
+    trigger_set = evaluation.trigger_set
     return {"label": evaluation.label or evaluation.base_label, "short": short,
             "model": evaluation.model, "judge": evaluation.judge, "source": evaluation.source,
             "suite": suite, "trigger_set": trigger_set.describe() if trigger_set else ""}
 
 
-def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | None = None,
-               store: ArtifactStore | None = None,
+def build_view(evaluations: list[Evaluation], store: ArtifactStore | None = None,
                write_file: Callable[[str, Any], None] | None = None,
                only: set[str] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The page's index and one detail record per sample (ProactBench: per trigger), for
-    ProactBench's `evaluations` and the other suites' `others` (read from `store`, their
-    images handed to `write_file(name, bytes or path)`); with `only`, just those samples (as
-    the address names them: ProactBench's `<dialogue>:<turn>`)."""
-    others = others or []
+    `evaluations`: those read with their triggers (their suite's `evaluations_view`) first, as
+    the page's first suite, then every other suite's (their blocks read from their own store
+    or `store`, their images handed to `write_file(name, bytes or path)`); with `only`, just
+    those samples (as the address names them: ProactBench's `<dialogue>:<turn>`)."""
+    others = [e for e in evaluations if e.tables is None]
+    evaluations = [e for e in evaluations if e.tables is not None]
     suites: list[dict[str, Any]] = []
     samples: list[list[Any]] = []
     details: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
-    everything: list[Evaluation | SuiteEvaluation] = [*evaluations, *others]
+    everything = [*evaluations, *others]
     entries = []
     shorts = _short_labels(everything)
     if evaluations:
-        suites.append(PROACTBENCH_SPEC)
-        _add_proactbench(evaluations, samples, details, rows, only)
+        suites.append(evaluations[0].suite.evaluations_view(evaluations, samples, details,
+                                                            rows, only))
         entries += [_evaluation_entry(e, short, 0) for e, short in zip(evaluations, shorts)]
     by_suite: dict[str, int] = {}
     for number, (evaluation, short) in enumerate(zip(others, shorts[len(evaluations):]),
@@ -167,50 +153,6 @@ def build_view(evaluations: list[Evaluation], others: list[SuiteEvaluation] | No
     return index, details
 
 
-def _add_proactbench(evaluations: list[Evaluation], samples: list[list[Any]],
-                     details: list[dict[str, Any]], rows: list[list[Any]],
-                     only: set[str] | None = None) -> None:
-    trigger_index: dict[tuple[str, int], int] = {}
-    for number, evaluation in enumerate(evaluations):
-        for trigger in evaluation.triggers.iter_rows(named=True):
-            key = (trigger["unique_id_eval"], trigger["turn"])
-            if only is not None and f"{key[0]}:{key[1]}" not in only:
-                continue
-            if key not in trigger_index:
-                trigger_index[key] = len(details)
-                rubric = trigger["rubric"] or {}
-                samples.append([0, f"{key[0]}:{key[1]}", key[0], key[1], trigger["phase"],
-                                trigger["category_key"]])
-                details.append({
-                    "kind": "proactbench",
-                    "dialogue": key[0], "turn": key[1], "phase": trigger["phase"],
-                    "category": trigger["category_key"],
-                    "context": [{"role": m["role"], "content": m["content"]}
-                                for m in trigger["context"] or []],
-                    "user_message": trigger["user_message"],
-                    "rubric": {"pass": rubric.get("pass_criteria"),
-                               "partial": rubric.get("partial_criteria"),
-                               "fail": rubric.get("fail_criteria")},
-                    "results": []})
-        responses = {(r["unique_id_eval"], r["turn"], r["sample_index"]): r
-                     for r in evaluation.responses.iter_rows(named=True)}
-        for judged in evaluation.judgments.sort("unique_id_eval", "turn", "sample_index") \
-                .iter_rows(named=True):
-            key = (judged["unique_id_eval"], judged["turn"])
-            if key not in trigger_index:
-                continue
-            place = trigger_index[key]
-            response = responses.get((*key, judged["sample_index"])) or {}
-            verdict = _verdict(judged["status"], judged["score"])
-            rows.append([place, number, judged["sample_index"], verdict])
-            details[place]["results"].append({
-                "evaluation": number, "sample": judged["sample_index"], "verdict": verdict,
-                "status": judged["status"], "rationale": judged["rationale"],
-                "evidence": judged["evidence"], "verbatim": judged["evidence_verbatim"],
-                "message": judged["message"], "response": response.get("response"),
-                "response_status": response.get("status")})
-
-
 def _add_views(suite: int, number: int, views: Iterator[SampleView], samples: list[list[Any]],
                details: list[dict[str, Any]], rows: list[list[Any]],
                write_file: Callable[[str, Any], None] | None) -> None:
@@ -231,7 +173,6 @@ def _add_views(suite: int, number: int, views: Iterator[SampleView], samples: li
 
 
 def write_viewer(evaluations: list[Evaluation], folder: Path,
-                 others: list[SuiteEvaluation] | None = None,
                  store: ArtifactStore | None = None, only: set[str] | None = None) -> Path:
     """Write the viewer into `folder` (replacing an earlier one); return its index.html.
     Images go to `media/`, each file once. `only`: just these samples (build_view)."""
@@ -252,7 +193,7 @@ def write_viewer(evaluations: list[Evaluation], folder: Path,
         else:
             write_atomic(media / name, content)
 
-    index, details = build_view(evaluations, others, store, write_file, only)
+    index, details = build_view(evaluations, store, write_file, only)
     for place, detail in enumerate(details):
         write_atomic(data / f"t{place}.js", (
             f"proactflowTrigger({place},{_script_json(detail)});\n").encode("utf-8"))
@@ -261,8 +202,9 @@ def write_viewer(evaluations: list[Evaluation], folder: Path,
     return page
 
 
-def frame_summary(evaluations: list[Evaluation],
-                  others: list[SuiteEvaluation] | None = None) -> str:
+def frame_summary(evaluations: list[Evaluation]) -> str:
+    others = [e for e in evaluations if e.tables is None]
+    evaluations = [e for e in evaluations if e.tables is not None]
     parts = []
     if evaluations:
         rows = sum(e.judgments.height for e in evaluations)
@@ -270,7 +212,7 @@ def frame_summary(evaluations: list[Evaluation],
                               for e in evaluations]).unique().height
         parts.append(f"{len(evaluations)} evaluations, {triggers} triggers, {rows} verdicts")
     counts: dict[str, int] = {}
-    for other in others or []:
+    for other in others:
         counts[other.suite.display_name] = counts.get(other.suite.display_name, 0) + 1
     parts += [f"{name}: {count} evaluations" for name, count in counts.items()]
     return "; ".join(parts)

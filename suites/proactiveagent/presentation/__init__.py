@@ -7,12 +7,10 @@ suites/presentation.py is apart from suites/base.py; ProactiveAgent inherits thi
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 import polars as pl
 
-from ....cache.artifacts import ArtifactStore
 from ...declarations import SuiteModules
 from ...presentation import SuitePresentation, percent
 
@@ -22,7 +20,8 @@ class ProactiveAgentPresentation(SuitePresentation):
 
     display_name: ClassVar[str]
 
-    modules = SuiteModules(__package__, views="views", history="history")
+    modules = SuiteModules(__package__, views="views", history="history",
+                           report="report", imports=".published_traces")
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def rate(name: str) -> Callable[[dict[str, Any]], str]:
@@ -35,29 +34,6 @@ class ProactiveAgentPresentation(SuitePresentation):
                 ("false alarm %", rate("false_alarm")), ("F1 %", rate("f1")),
                 ("F1 95 % CI", lambda r: f"{percent(r['f1_ci_low'])}-{percent(r['f1_ci_high'])}"
                  if r["scored"] else "-"), ("refused", lambda r: str(r.get("refused", 0)))]
-
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ....results.report.pages import write_suite_page
-        from .report import leaderboard, section
-
-        if out is None:
-            return leaderboard(store, judgments_keys)
-        out.mkdir(parents=True, exist_ok=True)
-        found = section(store, out, keys=judgments_keys, include_incomplete=True)
-        assert found is not None, "a sweep that finished has evaluations"
-        found[1].write_csv(out / "leaderboard.csv")
-        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
-
-    reports_section = True
-
-    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
-                       include_incomplete: bool, published: Path | None
-                       ) -> tuple[str, pl.DataFrame] | None:
-        from .report import section
-
-        return section(store, out, published_folder=published, keys=keys,
-                       include_incomplete=include_incomplete)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """One row per evaluation, on its largest split (upstream's real_average holds every

@@ -50,8 +50,9 @@ _COLUMNS = ("label", "source", "split", "rank", "f1", "f1_ci_low", "f1_ci_high",
 
 
 def leaderboard(store: ArtifactStore, keys: list[str] | None = None, *,
-                include_incomplete: bool = False) -> pl.DataFrame:
-    """Measured rows: one per (evaluation, split); every complete evaluation by default."""
+                include_incomplete: bool = False, seed: int = 0) -> pl.DataFrame:
+    """Measured rows: one per (evaluation, split); every complete evaluation by default (the
+    F1 intervals are score_splits' own, whatever `seed`)."""
     if keys is None:
         keys = sorted(key for key in store.keys(VERDICTS)
                       if include_incomplete or store.get_by_key(VERDICTS, key).complete)
@@ -82,7 +83,7 @@ def _revision_label(store: ArtifactStore, verdicts_material: dict) -> str:
     return f"@{revision}" if revision else ""
 
 
-def published(store: ArtifactStore, folder: Path | None) -> tuple[pl.DataFrame, str]:
+def published_results(store: ArtifactStore, folder: Path | None) -> tuple[pl.DataFrame, str]:
     """The published rows, and where they came from (or why there are none)."""
     rows, where = [], ""
     if folder is not None:
@@ -158,18 +159,20 @@ def chart(board: pl.DataFrame) -> str:
             + "".join(parts) + "</svg>")
 
 
-def section(store: ArtifactStore, out: Path, *, published_folder: Path | None = None,
-            keys: list[str] | None = None, include_incomplete: bool = False
+def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
+            include_incomplete: bool = False, published: Path | None = None
             ) -> tuple[str, pl.DataFrame] | None:
     """The section's HTML and its measured leaderboard (written to
     proactiveagent_leaderboard.csv); None when the store holds no ProactiveBench evaluation."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
+        from ... import get_suite
+
         return only_incomplete_section(
-            "proactiveagent", "ProactiveBench (Proactive Agent)", store,
+            get_suite("proactiveagent"), "ProactiveBench (Proactive Agent)", store,
             include_incomplete)
     write_atomic(out / "proactiveagent_leaderboard.csv", board.write_csv().encode())
-    reference, where = published(store, published_folder)
+    reference, where = published_results(store, published)
     from ... import get_suite
 
     left_out = [] if include_incomplete else incomplete_lines(

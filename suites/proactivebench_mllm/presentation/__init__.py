@@ -8,12 +8,10 @@ suites/presentation.py is apart from suites/base.py; ProactiveBenchMllm inherits
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 import polars as pl
 
-from ....cache.artifacts import ArtifactStore, write_atomic
 from ....config.settings import RunSettings
 from ...declarations import SuiteModules
 from ...presentation import SuitePresentation
@@ -38,7 +36,8 @@ class ProactiveBenchMllmPresentation(SuitePresentation):
         return " ".join([mode_of(settings), *(["hint"] if options.get("hint") else []),
                          *(["reference"] if options.get("reference") else [])])
 
-    modules = SuiteModules(__package__, views="views", history="history")
+    modules = SuiteModules(__package__, views="views", history="history",
+                           report="report")
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def number(name: str) -> Callable[[dict[str, Any]], str]:
@@ -54,27 +53,6 @@ class ProactiveBenchMllmPresentation(SuitePresentation):
                             ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         unfilled = {"cp", "agg"} if mode_of(settings) == "mcqa" else {"acc"}
         return [column for column in self.console_columns() if column[0] not in unfilled]
-
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ....results.report.pages import write_suite_page
-        from .report import leaderboard, section
-
-        if out is None:
-            return leaderboard(store, judgments_keys)
-        found = section(store, out, keys=judgments_keys, include_incomplete=True)
-        assert found is not None, "a sweep that finished has evaluations"
-        write_atomic(out / "leaderboard.csv", found[1].write_csv().encode())
-        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
-
-    reports_section = True
-
-    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
-                       include_incomplete: bool, published: Path | None
-                       ) -> tuple[str, pl.DataFrame] | None:
-        from .report import section
-
-        return section(store, out, keys=keys, include_incomplete=include_incomplete)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         return headline_rows(board)

@@ -97,15 +97,17 @@ def _full_table(board: pl.DataFrame) -> str:
 
 
 def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
-            include_incomplete: bool = False) -> tuple[str, pl.DataFrame] | None:
+            include_incomplete: bool = False, published: Path | None = None
+            ) -> tuple[str, pl.DataFrame] | None:
     """The section's HTML and its leaderboard (written to proactivebench_mllm_leaderboard.csv);
-    None when the store holds no evaluation of this suite."""
+    None when the store holds no evaluation of this suite. No published results are shown
+    (`published` is Proactive Agent's)."""
     from ... import get_suite
 
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
         return only_incomplete_section(
-            "proactivebench-mllm", "ProactiveBench (multimodal)", store,
+            get_suite("proactivebench-mllm"), "ProactiveBench (multimodal)", store,
             include_incomplete)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "proactivebench_mllm_leaderboard.csv", board.write_csv().encode())

@@ -8,12 +8,10 @@ suites/presentation.py is apart from suites/base.py; ProactiveBenchVideo inherit
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 import polars as pl
 
-from ....cache.artifacts import ArtifactStore
 from ....config.settings import RunSettings
 from ...declarations import SuiteModules
 from ...presentation import SuitePresentation
@@ -39,7 +37,8 @@ class ProactiveBenchVideoPresentation(SuitePresentation):
         parts = settings.corpus.parts
         return f"parts {','.join(parts)}" if parts else ""
 
-    modules = SuiteModules(__package__, views="views", history="history")
+    modules = SuiteModules(__package__, views="views", history="history",
+                           report="report")
 
     def console_columns(self) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         def pauc(omega: float) -> Callable[[dict[str, Any]], str]:
@@ -53,28 +52,6 @@ class ProactiveBenchVideoPresentation(SuitePresentation):
                 ("lost", lambda row: str(row["judge_errors"] + row["generation_errors"]
                                          + row["errors"])),
                 ("refused", lambda row: str(row.get("refused") or 0))]
-
-    def sweep_report(self, store: ArtifactStore, out: Path | None, judgments_keys: list[str],
-                     *, seed: int = 0) -> pl.DataFrame:
-        from ....results.report.pages import write_suite_page
-        from .report import leaderboard, section
-
-        if out is None:
-            return leaderboard(store, judgments_keys, include_incomplete=True, seed=seed)
-        out.mkdir(parents=True, exist_ok=True)
-        found = section(store, out, keys=judgments_keys, include_incomplete=True)
-        assert found is not None, "a sweep that finished has evaluations"
-        found[1].write_csv(out / "leaderboard.csv")
-        return write_suite_page(out, f"{self.display_name} sweep", *found)["leaderboard"]
-
-    reports_section = True
-
-    def report_section(self, store: ArtifactStore, out: Path, *, keys: list[str] | None,
-                       include_incomplete: bool, published: Path | None
-                       ) -> tuple[str, pl.DataFrame] | None:
-        from .report import section
-
-        return section(store, out, keys=keys, include_incomplete=include_incomplete)
 
     def headline(self, board: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         """One row per (model, judge): PAUC over all parts, best first."""

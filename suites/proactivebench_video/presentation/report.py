@@ -49,13 +49,17 @@ def _cell(value: object) -> str:
 
 
 def section(store: ArtifactStore, out: Path, *, keys: list[str] | None = None,
-            include_incomplete: bool = False) -> tuple[str, pl.DataFrame] | None:
+            include_incomplete: bool = False, published: Path | None = None
+            ) -> tuple[str, pl.DataFrame] | None:
     """The section's HTML and its leaderboard (written to proactivebench_video_leaderboard.csv);
-    None when the store holds no evaluation of the suite."""
+    None when the store holds no evaluation of the suite. No published results are shown
+    (`published` is Proactive Agent's)."""
     board = leaderboard(store, keys, include_incomplete=include_incomplete)
     if board.is_empty():
+        from ... import get_suite
+
         return only_incomplete_section(
-            "proactivebench-video", "ProactiveBench (video): PAUC", store,
+            get_suite("proactivebench-video"), "ProactiveBench (video): PAUC", store,
             include_incomplete)
     write_atomic(out / "proactivebench_video_leaderboard.csv", board.write_csv().encode())
     shown = board.sort("part", omega_column(0.5), descending=[False, True], nulls_last=True)

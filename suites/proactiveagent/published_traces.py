@@ -18,23 +18,26 @@ MODEL --eval-revision published-traces` finds them.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...cache.artifacts import ArtifactStore
 from ...common.errors import UserError
 from ...config.generation import protocol_defaults
-from ...run.pipeline import materialize_samples, suite_of
-from ...run.stage_keys import responses_spec
-from ...schemas.arrow import conform, to_frame
 from ...config.settings import CorpusSource, ModelRole, RunSettings
-from ...suites.sources import Prompt
-from ...suites.base import Prompts
-from ...suites.proactiveagent import upstream
-from ...suites.proactiveagent.rules import AGENT_INSTRUCTION, AGENT_SYSTEM, proposal_text
-from ...suites.proactiveagent.tables import AgentResponseRow, AgentStatus
+from ...schemas.arrow import conform, to_frame
+from ..declarations import Prompts
+from ..sources import Prompt
+from ..stored_results import ImportTools
+from . import upstream
+from .rules import AGENT_INSTRUCTION, AGENT_SYSTEM, proposal_text
+from .tables import AgentResponseRow, AgentStatus
+
+if TYPE_CHECKING:
+    from ..base import Suite
 
 PUBLISHED_REVISION = "published-traces"
 """The revision label of imported predictions: a run of the same model never reuses them."""
@@ -99,8 +102,8 @@ def _prediction(event: dict[str, Any], where: str) -> tuple[AgentStatus, Any]:
     return "ok", predictions[0]
 
 
-def import_traces(folder: Path, store: ArtifactStore, *, corpus: str | None = None,
-                  model: str | None = None) -> TracesImport:
+def import_traces(suite: "Suite", folder: Path, store: ArtifactStore, tools: ImportTools, *,
+                  corpus: str | None = None, model: str | None = None) -> TracesImport:
     """Store one model's published traces as its responses to the test data."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -113,8 +116,7 @@ def import_traces(folder: Path, store: ArtifactStore, *, corpus: str | None = No
                      generation=protocol_defaults("model_under_test", name, "proactiveagent"))
     settings = RunSettings(suite="proactiveagent", model_under_test=role, judge=None,
                            corpus=CorpusSource(path=corpus), store=store.url)
-    suite = suite_of(settings)
-    samples_artifact, _ = materialize_samples(suite, settings, store)
+    samples_artifact = tools.samples(suite, settings)
     samples = samples_artifact.frame()
     test_traces = sorted(set(samples["trace"].to_list()))
     done = TracesImport(str(folder), name, samples.height, 0, 0, "",
@@ -168,8 +170,49 @@ def import_traces(folder: Path, store: ArtifactStore, *, corpus: str | None = No
                                             "published traces"),
                        AGENT_INSTRUCTION: Prompt("", upstream.PROMPT_SHA256["step_instruction"],
                                                  "published traces")})
-    spec = responses_spec(suite, settings, samples_artifact.key, prompts)
+    spec = tools.responses_spec(suite, settings, samples_artifact.key, prompts)
     frame = to_frame(rows, AgentResponseRow).sort("trace", "event_index", "sample_index")
     store.put(spec, conform(frame, AgentResponseRow))
     done.responses_key = spec.key
     return done
+
+
+_SHOWN = 12
+
+
+def _listed(names: list[str]) -> str:
+    more = f", and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+    return ", ".join(names[:_SHOWN]) + more
+
+
+def import_published(suite: "Suite", source: str, store: ArtifactStore, tools: ImportTools, *,
+                     corpus: str | None, judge: str, model: str | None) -> list[str]:
+    """`import --suite proactiveagent DIR`: one model's published traces stored as its
+    responses (they hold no verdicts: `judge` is not theirs), with a run record naming them;
+    what the command prints: the counts, and every trace and event that does not match the
+    test data, by name."""
+    folder = Path(source)
+    done = import_traces(suite, folder, store, tools, corpus=corpus, model=model)
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).expanduser().glob("*.json")):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    responses = store.material(suite.stages.responses, done.responses_key)
+    samples_key = responses["inputs"][suite.stages.samples]
+    tools.record(Path(folder), digest.hexdigest(), f"{done.model}@{PUBLISHED_REVISION}", "-",
+                 {suite.stages.samples: samples_key, suite.stages.responses: done.responses_key},
+                 store.material(suite.stages.samples, samples_key)
+                 .get("settings", {}).get("corpus_revision"))
+    lines = [f"{done.folder}: {done.model} (revision {PUBLISHED_REVISION}): {done.imported} of "
+             f"{done.events} test events imported ({done.failed_events} failed upstream, judged "
+             f"as upstream judges them), responses {done.responses_key[:10]}"]
+    for label, names in (("events whose published text differs (imported)", done.changed),
+                         ("events not in the published traces (not_imported rows)",
+                          done.not_imported),
+                         ("test traces without a published file", done.missing_traces),
+                         ("published traces not in the test data (not imported)",
+                          done.extra_traces)):
+        if names:
+            lines.append(f"  {len(names)} {label}: {_listed(names)}")
+    lines.append(f"  judge them: proactflow rejudge --suite proactiveagent --eval-model "
+                 f"{done.model} --eval-revision {PUBLISHED_REVISION} --judge-model JUDGE ...")
+    return lines
