@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from operator import itemgetter
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 
 from .content import Content, images_of, text_of
+
+if TYPE_CHECKING:  # chat.py imports this module's CacheHint for its type only
+    from .chat import ChatRequest
 
 PromptCacheMode = Literal["auto", "off"]
 ANTHROPIC_BREAKPOINTS = 4
@@ -208,6 +212,14 @@ def shape_of(model: str, messages: list[tuple[str, Content]], hint: CacheHint | 
                        for role, content in messages)
 
 
+def request_shape(request: "ChatRequest") -> Shape:
+    """shape_of the request's messages, as its growing chat kept them when it has one."""
+    grown = request.grown
+    if grown is not None and grown.model == request.model:
+        return request.cache, grown.shape
+    return shape_of(request.model, list(request.messages), request.cache)
+
+
 class SharedPrefixes:
     """The plan's estimate of what a provider's cache can serve: of each call to make, the
     estimated tokens of the leading messages that the call CallOrder makes it wait for sent
@@ -234,9 +246,13 @@ class SharedPrefixes:
 
 
 def _common_tokens(before: tuple[tuple[int, int], ...], now: tuple[tuple[int, int], ...]) -> int:
-    tokens = 0
-    for (sent, size), (asked, _) in zip(before, now):
-        if sent != asked:
-            break
-        tokens += size
-    return tokens
+    """The tokens of the leading messages both send: the longest common prefix, found by
+    comparing prefixes whole (a long chat's calls share hundreds of messages)."""
+    low, high = 0, min(len(before), len(now))  # before[:low] == now[:low]; high: at most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if before[low:middle] == now[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return sum(map(itemgetter(1), before[:low]))
