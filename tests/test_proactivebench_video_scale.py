@@ -15,7 +15,7 @@ import video_fixtures as vf
 from proactflow.config.settings import Generation, ModelRole
 from proactflow.providers.chat import ChatRequest
 from proactflow.providers.content import ImagePart, key_content
-from proactflow.providers.prompt_cache import request_shape, shape_of
+from proactflow.providers.prompt_cache import shape_of
 from proactflow.suites.proactivebench_video.annotations import read_corpus, video_path
 from proactflow.suites.proactivebench_video.chats import LEFT_WINDOW, EpisodeChats
 from proactflow.suites.proactivebench_video.decoding import _sampled
@@ -135,7 +135,8 @@ def test_a_grown_chats_request_has_the_key_estimate_and_shape_of_one_built_from_
             assert scratch.grown is None
             assert grown.key == scratch.key
             assert grown.estimated_prompt_tokens == scratch.estimated_prompt_tokens
-            assert request_shape(grown) == shape_of(role.model, list(chat.messages), None)
+            assert grown.shape() == (None, shape_of(role.model, list(chat.messages), None)[1])
+            assert scratch.shape() == shape_of(role.model, list(chat.messages), None)
             # Another model's estimate is its own; a request made again with other
             # parameters (a retry plan's) is keyed anew.
             other = dataclasses.replace(grown, model="openai/gpt-4o")

@@ -23,7 +23,7 @@ from .content import Content, images_of, key_content, text_of
 from .growing import GrownFacts, GrowingMessages
 
 if TYPE_CHECKING:  # not at run time: prompt_cache.py imports litellm, which a command
-    from .prompt_cache import CacheHint  # that makes no call never loads
+    from .prompt_cache import CacheHint, Shape  # that makes no call never loads
 
 NO_KEY_PLACEHOLDER = "no-key-configured"
 """Sent as the key to an endpoint that has none configured, so that litellm never falls back to
@@ -182,6 +182,14 @@ class ChatRequest:
         text = sum(len(text_of(content)) for _, content in self.messages) // 4
         return text + sum(image.estimated_tokens(self.model) for _, content in self.messages
                           for image in images_of(content))
+
+    def shape(self) -> "Shape":
+        """prompt_cache.shape_of its messages (the plan's), as its growing chat kept them when
+        it has one."""
+        if self.grown is not None and self.grown.model == self.model:
+            return self.cache, self.grown.shape
+        from .prompt_cache import shape_of
+        return shape_of(self.model, list(self.messages), self.cache)
 
     @cached_property
     def key(self) -> str:

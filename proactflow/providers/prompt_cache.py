@@ -25,13 +25,10 @@ import asyncio
 import functools
 from operator import itemgetter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 
 from .content import Content, images_of, text_of
-
-if TYPE_CHECKING:  # chat.py imports this module's CacheHint for its type only
-    from .chat import ChatRequest
 
 PromptCacheMode = Literal["auto", "off"]
 ANTHROPIC_BREAKPOINTS = 4
@@ -210,14 +207,6 @@ def shape_of(model: str, messages: list[tuple[str, Content]], hint: CacheHint | 
     # and a growing chat (a video episode's) hands the same objects to every step.
     return hint, tuple((hash((role, content)), _estimated_tokens(model, content))
                        for role, content in messages)
-
-
-def request_shape(request: "ChatRequest") -> Shape:
-    """shape_of the request's messages, as its growing chat kept them when it has one."""
-    grown = request.grown
-    if grown is not None and grown.model == request.model:
-        return request.cache, grown.shape
-    return shape_of(request.model, list(request.messages), request.cache)
 
 
 class SharedPrefixes:

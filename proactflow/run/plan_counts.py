@@ -22,7 +22,7 @@ from ..cache.artifacts import Artifact, ArtifactStore
 from ..cache.calls import open_call_store
 from ..config.settings import RunSettings
 from ..providers.chat import ChatOutcome, ChatRequest
-from ..providers.prompt_cache import Shape, SharedPrefixes, request_shape
+from ..providers.prompt_cache import Shape, SharedPrefixes
 from ..suites.base import Prompts, Step, Suite
 from .plan import Plan
 
@@ -102,7 +102,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
     def note_judged(request: ChatRequest | None, cached_reply: bool) -> None:
         if request is not None:
             judged.append((request.key, request.estimated_prompt_tokens, cached_reply,
-                           request_shape(request)))
+                           request.shape()))
 
     def plan_judge(sample: dict, response: dict, cached_reply: bool) -> None:
         note_judged(suite.judgment_request(sample, response, judge, judge_prompts, settings),
@@ -140,7 +140,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
                 # Key and estimate only: an image the request holds is not kept for the plan.
                 asked.append(None if request is None else
                              (request.key, request.estimated_prompt_tokens,
-                              request_shape(request)))
+                              request.shape()))
             wanted = [summary[0] for summary, walk in zip(asked, active)
                       if summary is not None and walk.known]
             found: dict[str, dict[str, Any]] = {}
