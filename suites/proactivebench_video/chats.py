@@ -5,8 +5,8 @@ user turns whose frames have just left the window; a frame's image part is made 
 stays in the window, its file read and encoded only when a request is sent
 (providers.content's cache of stored images' data URLs). What a request computes over its
 whole chat (its per-call cache key's material, its estimated tokens, the plan's prompt cache
-shape) is kept per message as the chat grows (providers.growing), so that neither a step nor
-the plan's walk of it costs more as its episode goes on.
+shape) is kept per message as the chat grows (providers.growing): a step builds these for its
+new and rebuilt messages only (the key's JSON, encoded whole in C, is what still grows).
 
 A chat is found again from the step rows the seam hands back: the list of earlier steps only
 grows, so the chat built for the request of step s is the one whose last step row is the
