@@ -125,7 +125,8 @@ def small(fake: FakeOpenAI, folder: Path) -> None:
               f"{got.peak_rss_mb:.0f} MB; model calls {fake.calls['watcher']}", flush=True)
 
 
-def real(fake: FakeOpenAI, folder: Path, repeat: int) -> None:
+def real(fake: FakeOpenAI, folder: Path, repeat: int) -> dict[str, float]:
+    """The marginal CPU of a step cold and cached (ms, medians) and the tree's peak (MB)."""
     width, height, fps = REAL
     short, long = REAL_LENGTHS
     corpora = {seconds: folder / f"real-{seconds}" for seconds in REAL_LENGTHS}
@@ -147,13 +148,17 @@ def real(fake: FakeOpenAI, folder: Path, repeat: int) -> None:
                 print(f"  {seconds} s {name}: {got.cpu_s:.2f} s CPU, {got.wall_s:.1f} s wall, "
                       f"peak {got.peak_rss_mb:.0f} MB", flush=True)
     steps = long - short
+    result: dict[str, float] = {}
     for name in ("cold", "cached"):
         marginal = [1000 * (b.cpu_s - a.cpu_s) / steps for a, b in
                     zip(figures[(short, name)], figures[(long, name)])]
         peak = max(m.peak_rss_mb for seconds in REAL_LENGTHS for m in figures[(seconds, name)])
+        result[name] = statistics.median(marginal)
+        result["peak"] = max(result.get("peak", 0.0), peak)
         print(f"real size, {name}: marginal CPU of a step {statistics.median(marginal):.2f} ms "
               f"(median of {len(marginal)}: {', '.join(f'{v:.2f}' for v in marginal)}); "
               f"peak memory of the process tree {peak:.0f} MB", flush=True)
+    return result
 
 
 def plan_corpus(corpus: Path, total_steps: int) -> tuple[int, int]:
@@ -190,13 +195,15 @@ def plan_corpus(corpus: Path, total_steps: int) -> tuple[int, int]:
     return len(steps), videos
 
 
-def plan(fake: FakeOpenAI, folder: Path, total_steps: int) -> None:
+def plan(fake: FakeOpenAI, folder: Path, total_steps: int) -> list[Measured]:
+    """The two dry runs: on a fresh store, then the plan alone."""
     corpus = folder / "plan"
     started = time.monotonic()
     samples, videos = plan_corpus(corpus, total_steps)
     print(f"plan corpus: {samples} samples, {total_steps} steps, {videos} videos of 360 s "
           f"(96x54, 2 fps), written in {time.monotonic() - started:.0f} s", flush=True)
     store = folder / "plan-store"
+    runs: list[Measured] = []
     for name in ("dry run on a fresh store (decode every video + plan)",
                  "dry run again (the plan alone)"):
         got = timed([*run_args(fake, corpus, store, "WEB,EGO,TV,VAD"), "--dry-run"],
@@ -205,6 +212,26 @@ def plan(fake: FakeOpenAI, folder: Path, total_steps: int) -> None:
                         if "samples," in line), "")
         print(f"  {name}: {got.wall_s:.1f} s wall, {got.cpu_s:.1f} s CPU, peak "
               f"{got.peak_rss_mb:.0f} MB; {summary}", flush=True)
+        runs.append(got)
+    return runs
+
+
+def summary(real_size: dict[str, float] | None, plans: list[Measured] | None) -> None:
+    """The figures of issue #40's "done when", each beside its target."""
+    def line(what: str, value: float, unit: str, target: float) -> None:
+        print(f"  {what}: {value:.2f} {unit} (target at most {target:g} {unit}: "
+              f"{'met' if value <= target else 'NOT met'})")
+
+    print(f"summary (load {' '.join(f'{v:.1f}' for v in os.getloadavg())}):")
+    if real_size is not None:
+        line("1280x720 30 fps, marginal CPU of a step, cold", real_size["cold"], "ms", 4)
+        line("1280x720 30 fps, marginal CPU of a step, cached", real_size["cached"], "ms", 1)
+        line("1280x720 30 fps, peak memory of the process tree", real_size["peak"], "MB", 400)
+    if plans:
+        for what, got in zip(("full-size plan --dry-run, fresh store (decoding included)",
+                              "full-size plan --dry-run, frames stored (the plan alone)"), plans):
+            line(f"{what}, wall time", got.wall_s, "s", 120)
+            line(f"{what}, peak memory", got.peak_rss_mb, "MB", 1024)
 
 
 def main() -> None:
@@ -221,10 +248,9 @@ def main() -> None:
         folder = Path(name)
         if "small" in chosen:
             small(fake, folder)
-        if "real" in chosen:
-            real(fake, folder, options.repeat)
-        if "plan" in chosen:
-            plan(fake, folder, options.plan_steps)
+        real_size = real(fake, folder, options.repeat) if "real" in chosen else None
+        plans = plan(fake, folder, options.plan_steps) if "plan" in chosen else None
+        summary(real_size, plans)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,21 @@
 """The video suite at full size: decoding only what a step shows takes the very frames decoding
 every frame takes, and an episode's chat grown step by step is the chat built from scratch,
-whose leading messages the next step re-sends as its prompt cache hint says."""
+whose leading messages the next step re-sends as its prompt cache hint says, and whose request
+has the key, estimate and prompt cache shape of one built from scratch."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import av
 import pytest
 
 import video_fixtures as vf
+from proactflow.config.settings import Generation, ModelRole
+from proactflow.providers.chat import ChatRequest
 from proactflow.providers.content import ImagePart, key_content
+from proactflow.providers.prompt_cache import shape_of
 from proactflow.suites.proactivebench_video.annotations import read_corpus, video_path
 from proactflow.suites.proactivebench_video.chats import LEFT_WINDOW, EpisodeChats
 from proactflow.suites.proactivebench_video.decoding import _sampled
@@ -108,3 +113,35 @@ def test_a_grown_chat_is_the_chat_built_from_scratch(tmp_path, settings):
             earlier.append(({}, {"response": None if step % 3 else f"said {step}"}))
     # one step's work a step: every chat was found again
     assert chats.grown == sum(step_count(s, settings) for s in read_corpus(corpus)) + 4
+
+
+@pytest.mark.parametrize("settings", [StreamingSettings(), StreamingSettings(fps=2, frame_window=3),
+                                      StreamingSettings(frame_window=None)])
+def test_a_grown_chats_request_has_the_key_estimate_and_shape_of_one_built_from_scratch(
+        tmp_path, settings):
+    role = ModelRole(model="openai/watcher", api_base="http://127.0.0.1:9/v1", revision="r1",
+                     generation=Generation(temperature=0.0, max_tokens=64, top_p=None))
+    corpus = vf.write_corpus(tmp_path / "corpus")
+    chats = EpisodeChats()
+    for sample in read_corpus(corpus):
+        frames = stored_frames(video_path(corpus, sample), settings, tmp_path / "store")
+        earlier: list = []
+        steps = step_count(sample, settings)
+        for step in range(steps):
+            chat = chats.chat(sample, earlier, frames, "SYSTEM", settings, ("id", sample.part),
+                              last=step + 1 >= steps)
+            grown = ChatRequest.build(role, chat.messages, grown=chat.log, sample_index=1)
+            scratch = ChatRequest.build(role, list(chat.messages), sample_index=1)
+            assert scratch.grown is None
+            assert grown.key == scratch.key
+            assert grown.estimated_prompt_tokens == scratch.estimated_prompt_tokens
+            assert grown.shape() == (None, shape_of(role.model, list(chat.messages), None)[1])
+            assert scratch.shape() == shape_of(role.model, list(chat.messages), None)
+            # Another model's estimate is its own; a request made again with other
+            # parameters (a retry plan's) is keyed anew.
+            other = dataclasses.replace(grown, model="openai/gpt-4o")
+            assert other.estimated_prompt_tokens == dataclasses.replace(
+                scratch, model="openai/gpt-4o").estimated_prompt_tokens
+            hotter = dataclasses.replace(grown, params=(("temperature", 1.0),))
+            assert hotter.key == dataclasses.replace(scratch, params=(("temperature", 1.0),)).key
+            earlier.append(({}, {"response": None if step % 4 else f"said {step}"}))

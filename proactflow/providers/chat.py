@@ -20,9 +20,10 @@ from ..config.effective import safety_settings_off
 from ..config.endpoints import effective_endpoint
 from ..config.settings import ModelRole
 from .content import Content, images_of, key_content, text_of
+from .growing import GrownFacts, GrowingMessages
 
 if TYPE_CHECKING:  # not at run time: prompt_cache.py imports litellm, which a command
-    from .prompt_cache import CacheHint  # that makes no call never loads
+    from .prompt_cache import CacheHint, Shape  # that makes no call never loads
 
 NO_KEY_PLACEHOLDER = "no-key-configured"
 """Sent as the key to an endpoint that has none configured, so that litellm never falls back to
@@ -140,12 +141,17 @@ class ChatRequest:
     cache: CacheHint | None = field(default=None, compare=False)
     """Which calls share a prefix with this one, for the provider's prompt cache
     (prompt_cache.py): how it is sent, never part of the key."""
+    grown: GrownFacts | None = field(default=None, compare=False, repr=False)
+    """Its key material, estimate and shape as its growing chat kept them (growing.py), when
+    it has one: a long chat's request builds them from nothing again."""
 
     @classmethod
     def build(cls, role: ModelRole, messages: Iterable[tuple[str, Content]], *,
               sample_index: int = 0, extra: dict[str, Any] | None = None,
-              retry: RetryPlan | None = None,
-              cache: CacheHint | None = None) -> "ChatRequest":
+              retry: RetryPlan | None = None, cache: CacheHint | None = None,
+              grown: GrowingMessages | None = None) -> "ChatRequest":
+        """With `grown`, the chat whose messages these are (`messages` is its list): the key's
+        material, the estimate and the shape are taken from what it keeps, as they are now."""
         gen = role.generation
         params: dict[str, Any] = {}
         if gen.max_tokens is not None:
@@ -162,22 +168,35 @@ class ChatRequest:
         identity = tuple((name, value) for name, value in
                          (("revision", role.revision),
                           ("endpoint_fingerprint", role.endpoint_fingerprint)) if value)
+        assert grown is None or messages is grown.messages, "a grown chat's own messages"
         return cls(role.model, effective_endpoint(role.model, role.api_base), tuple(messages),
-                   tuple(sorted(params.items())), sample_index, identity, retry, cache)
+                   tuple(sorted(params.items())), sample_index, identity, retry, cache,
+                   grown.facts(role.model) if grown is not None else None)
 
     @property
     def estimated_prompt_tokens(self) -> int:
         """Text: a provider-neutral estimate of about four characters per token (errs high);
         images as litellm counts them for this model."""
+        if self.grown is not None and self.grown.model == self.model:
+            return self.grown.estimated_prompt_tokens
         text = sum(len(text_of(content)) for _, content in self.messages) // 4
         return text + sum(image.estimated_tokens(self.model) for _, content in self.messages
                           for image in images_of(content))
+
+    def shape(self) -> "Shape":
+        """prompt_cache.shape_of its messages (the plan's), as its growing chat kept them when
+        it has one."""
+        if self.grown is not None and self.grown.model == self.model:
+            return self.cache, self.grown.shape
+        from .prompt_cache import shape_of
+        return shape_of(self.model, list(self.messages), self.cache)
 
     @cached_property
     def key(self) -> str:
         material: dict[str, Any] = {
             "model": self.model, "api_base": self.api_base,
-            "messages": [[role, key_content(content)] for role, content in self.messages],
+            "messages": list(self.grown.key_messages) if self.grown is not None else
+            [[role, key_content(content)] for role, content in self.messages],
             "params": dict(self.params),
             "sample_index": self.sample_index}
         material.update(self.identity)  # only when set: keys of plain roles stay as they were

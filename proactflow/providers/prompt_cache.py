@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from operator import itemgetter
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -234,9 +235,13 @@ class SharedPrefixes:
 
 
 def _common_tokens(before: tuple[tuple[int, int], ...], now: tuple[tuple[int, int], ...]) -> int:
-    tokens = 0
-    for (sent, size), (asked, _) in zip(before, now):
-        if sent != asked:
-            break
-        tokens += size
-    return tokens
+    """The tokens of the leading messages both send: the longest common prefix, found by
+    comparing prefixes whole (a long chat's calls share hundreds of messages)."""
+    low, high = 0, min(len(before), len(now))  # before[:low] == now[:low]; high: at most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if before[low:middle] == now[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return sum(map(itemgetter(1), before[:low]))

@@ -22,7 +22,7 @@ from ..cache.artifacts import Artifact, ArtifactStore
 from ..cache.calls import open_call_store
 from ..config.settings import RunSettings
 from ..providers.chat import ChatOutcome, ChatRequest
-from ..providers.prompt_cache import Shape, SharedPrefixes, shape_of
+from ..providers.prompt_cache import Shape, SharedPrefixes
 from ..suites.base import Prompts, Step, Suite
 from .plan import Plan
 
@@ -42,9 +42,12 @@ class _Walk:
     """The episode's sample being walked."""
     steps: int = 0
     """Steps taken on that sample."""
+    sample: dict[str, Any] | None = None
+    """That sample as a dict, made when its first step is walked (as the stages make it once
+    for all its steps: a dict a step held every step's copy of its texts)."""
 
     def next_sample(self) -> None:
-        self.position, self.steps = self.position + 1, 0
+        self.position, self.steps, self.sample = self.position + 1, 0, None
         if self.position >= len(self.episode):
             self.earlier = []  # the episode is walked: its samples and rows are let go
 
@@ -99,7 +102,7 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
     def note_judged(request: ChatRequest | None, cached_reply: bool) -> None:
         if request is not None:
             judged.append((request.key, request.estimated_prompt_tokens, cached_reply,
-                           shape_of(request.model, list(request.messages), request.cache)))
+                           request.shape()))
 
     def plan_judge(sample: dict, response: dict, cached_reply: bool) -> None:
         note_judged(suite.judgment_request(sample, response, judge, judge_prompts, settings),
@@ -130,20 +133,22 @@ def make_plan(suite: Suite, settings: RunSettings, samples: Artifact, lookup: Ca
         while active := [walk for walk in walks if walk.position < len(walk.episode)]:
             asked: list[tuple[str, int, Shape] | None] = []
             for walk in active:
-                request = suite.generation_request(sample_at(walk.episode[walk.position]),
-                                                   walk.earlier, role, generation_prompts,
-                                                   walk.sample_index)
+                if walk.sample is None:
+                    walk.sample = sample_at(walk.episode[walk.position])
+                request = suite.generation_request(walk.sample, walk.earlier, role,
+                                                   generation_prompts, walk.sample_index)
                 # Key and estimate only: an image the request holds is not kept for the plan.
                 asked.append(None if request is None else
                              (request.key, request.estimated_prompt_tokens,
-                              shape_of(request.model, list(request.messages), request.cache)))
+                              request.shape()))
             wanted = [summary[0] for summary, walk in zip(asked, active)
                       if summary is not None and walk.known]
             found: dict[str, dict[str, Any]] = {}
             for batch in _batches(wanted):
                 found.update(lookup(batch))
             for summary, walk in zip(asked, active):
-                sample = sample_at(walk.episode[walk.position])
+                sample = walk.sample
+                assert sample is not None, "made for its request above"
                 limit = suite.step_limit(sample)
                 outcome = None
                 if summary is not None:

@@ -3,7 +3,10 @@ texts and outputs, and the window's frames, as protocol.chat_turns says), but no
 built again. The next step adds the last output and its own user turn, and rebuilds only the
 user turns whose frames have just left the window; a frame's image part is made once while it
 stays in the window, its file read and encoded only when a request is sent
-(providers.content's cache of stored images' data URLs).
+(providers.content's cache of stored images' data URLs). What a request computes over its
+whole chat (its per-call cache key's material, its estimated tokens, the plan's prompt cache
+shape) is kept per message as the chat grows (providers.growing): a step builds these for its
+new and rebuilt messages only (the key's JSON, encoded whole in C, is what still grows).
 
 A chat is found again from the step rows the seam hands back: the list of earlier steps only
 grows, so the chat built for the request of step s is the one whose last step row is the
@@ -18,6 +21,7 @@ from collections import OrderedDict
 from typing import Any, Hashable
 
 from ...providers.content import Content, ImagePart
+from ...providers.growing import GrowingMessages
 from ..base import Step
 from .annotations import VideoSample
 from .frames import FrameSet
@@ -38,7 +42,9 @@ class EpisodeChat:
     def __init__(self, video: VideoSample, frames: FrameSet, system: str,
                  settings: StreamingSettings, identity: Hashable):
         self.video, self.frames, self.settings, self.identity = video, frames, settings, identity
-        self.messages: list[tuple[str, Content]] = [("system", system)]
+        self.log = GrowingMessages()
+        """The messages, with what a request computes over them kept per message."""
+        self.log.append("system", system)
         self.steps = 0
         """User turns in the chat: the step asked now is steps - 1."""
         self.shown = range(0)
@@ -53,19 +59,23 @@ class EpisodeChat:
         step = self.steps
         if step:
             assert output is not None, "every earlier step has its output"
-            self.messages.append(("assistant", output))
+            self.log.append("assistant", output)
         shown = frames_in_chat(step, self.settings)
         leaving = range(self.shown.start, min(shown.start, self.shown.stop))
         per_step = self.settings.frames_per_step
         for earlier in sorted({k // per_step for k in leaving}):
             turn = step_turn(self.video, earlier, shown, self.settings)
-            self.messages[1 + 2 * earlier] = ("user", self._content(turn))
+            self.log.replace(1 + 2 * earlier, "user", self._content(turn))
         for k in leaving:
             self.images.pop(k, None)
         self.shown = shown
-        self.messages.append(("user", self._content(step_turn(self.video, step, shown,
-                                                               self.settings))))
+        self.log.append("user", self._content(step_turn(self.video, step, shown,
+                                                         self.settings)))
         self.steps += 1
+
+    @property
+    def messages(self) -> list[tuple[str, Content]]:
+        return self.log.messages
 
     def kept_by_next(self) -> int:
         """Leading messages the next step's request sends again unchanged (the prompt

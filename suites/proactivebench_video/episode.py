@@ -108,7 +108,8 @@ def step_request(sample: dict[str, Any], earlier: list[Step], role: ModelRole,
     hint = CacheHint(f"video:{sample['part']}:{sample['question_id']}:"
                      f"{sample['video_sha256'][:16]}:{sample_index}",
                      shared=None if last else chat.kept_by_next(), chain=True)
-    return ChatRequest.build(role, chat.messages, sample_index=sample_index, cache=hint)
+    return ChatRequest.build(role, chat.messages, sample_index=sample_index, cache=hint,
+                             grown=chat.log)
 
 
 def step_row(sample: dict[str, Any], earlier: list[Step], outcome: ChatOutcome | None,
