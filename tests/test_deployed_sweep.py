@@ -27,6 +27,10 @@ import warm_spawn
 
 MODELS = ("gen", "synth", "synth2", "synth3")
 
+# Each sweep waits for flow runs that Prefect's workers start as processes of their own (their
+# imports included): on a loaded 2-core machine a test's two sweeps took over 300 s.
+pytestmark = pytest.mark.timeout(600)
+
 
 @pytest.fixture(scope="module")
 def cluster(request, tmp_path_factory):
