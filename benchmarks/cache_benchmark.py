@@ -16,7 +16,8 @@ use; a batch's lines are served in order, each reading what was answered before 
 The ways: interactive with `prompt_cache = "off"` (today's order: every trigger at once, no
 hint), interactive with `"auto"` (a dialogue's triggers in waves, the judge's first call on its
 template first, breakpoints or a cache key), `batch = true` with `"off"`, and with `"auto"`.
-Each is a fresh sweep against a fresh fake (an empty cache). For each it prints what the
+Each is a fresh sweep against a fresh fake (an empty cache), run in a process of its own so
+that nothing in the benchmark's process can keep it from answering. For each it prints what the
 sweep's run records say it paid (cached prompt tokens at the cache prices, at batch prices in
 batches) beside the list price (every prompt token at the input price), and the share of the
 style's interactive bill without hint; then what the batch bill with the cache is made of.
@@ -27,12 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 ROOT = Path(__file__).resolve().parent
@@ -42,7 +46,7 @@ from batch_benchmark import PRICED, JUDGE, judge, own_replies  # noqa: E402
 from batch_benchmark_anthropic import MODELS as ANTHROPIC_MODELS  # noqa: E402
 from run_benchmark import build_corpus, child_env  # noqa: E402
 
-from fake_billing import BillingFake, PrefixCache  # noqa: E402
+from fake_billing import BillingFake  # noqa: E402
 from fake_billing_anthropic import AnthropicBillingFake  # noqa: E402
 from replay import SHARED_JUDGE_PROMPT  # noqa: E402
 
@@ -127,14 +131,38 @@ def bills(store: Path) -> dict[str, float]:
     return totals
 
 
+COUNTERS = ("prompt", "cached", "written", "ideal_cached")
+
+
+def serve(style: Style, latency: float, delay: float, counters: Path) -> None:
+    """The fake of one sweep, in this process (started by `run_sweep`): says its address on
+    stdout, serves until SIGTERM, then writes its cache's counters to `counters`."""
+    fake: Any = style.fake(latency, delay).start()
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    print(fake.url, flush=True)
+    while not stopping.wait(1.0):
+        pass
+    fake.stop()
+    counters.write_text(json.dumps({name: dict(getattr(fake.cache, name))
+                                    for name in COUNTERS}), encoding="utf-8")
+
+
 def run_sweep(work: Path, style: Style, corpus: Path, prompt_cache: str, batch: bool,
-              latency: float, delay: float) -> tuple[dict[str, float], PrefixCache, float]:
-    fake = style.fake(latency, delay).start()
+              latency: float, delay: float) -> tuple[dict[str, float], dict[str, int], float]:
+    """(bills, the fake's cache counters summed over models, wall) of one sweep."""
     label = f"{style.name}-{prompt_cache}-{'batch' if batch else 'interactive'}"
-    store = work / f"store-{label}"
+    store, counters = work / f"store-{label}", work / f"cache-{label}.json"
+    fake = subprocess.Popen([sys.executable, __file__, "--serve", style.name, str(len(
+        style.models)), str(latency), str(delay), str(counters)], stdout=subprocess.PIPE,
+        text=True)
     try:
+        assert fake.stdout is not None
+        url = fake.stdout.readline().strip()
+        if not url:
+            raise SystemExit(f"the {style.name} billing fake did not start")
         config = work / f"sweep-{label}.toml"
-        sweep_file(config, fake.url, store, corpus, style, prompt_cache, batch)
+        sweep_file(config, url, store, corpus, style, prompt_cache, batch)
         key = ANTHROPIC_KEY if style.name == "anthropic" else "sk-bench"
         env = dict(child_env(work / "prefect-home"), BENCH_KEY=key)
         started = time.monotonic()
@@ -147,8 +175,10 @@ def run_sweep(work: Path, style: Style, corpus: Path, prompt_cache: str, batch: 
         if result.returncode != 0:
             raise SystemExit(f"sweep {label} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     finally:
-        fake.stop()
-    return bills(store), fake.cache, wall
+        fake.send_signal(signal.SIGTERM)
+        fake.wait()
+    found = json.loads(counters.read_text(encoding="utf-8"))
+    return bills(store), {name: sum(found[name].values()) for name in COUNTERS}, wall
 
 
 def report(style: Style, found: dict[str, dict[str, float]]) -> None:
@@ -180,7 +210,13 @@ def main() -> None:
                         help="the providers' billing styles to run, of openai and anthropic")
     parser.add_argument("--delay", type=float, default=5.0,
                         help="seconds from a batch's creation until its lines are answered")
+    parser.add_argument("--serve", nargs=5, help=argparse.SUPPRESS,
+                        metavar=("STYLE", "MODELS", "LATENCY", "DELAY", "COUNTERS"))
     args = parser.parse_args()
+    if args.serve:
+        name, models, latency, delay, counters = args.serve
+        serve(styles(int(models))[name], float(latency), float(delay), Path(counters))
+        return
     chosen = [name.strip() for name in args.styles.split(",") if name.strip()]
     known = styles(args.models)
     if not chosen or any(name not in known for name in chosen):
@@ -198,8 +234,7 @@ def main() -> None:
         for label, prompt_cache, batch in WAYS:
             found[label], cache, wall = run_sweep(work, style, corpus, prompt_cache, batch,
                                                   args.latency, args.delay)
-            prompt, cached, written, ideal = (sum(c.values()) for c in (
-                cache.prompt, cache.cached, cache.written, cache.ideal_cached))
+            prompt, cached, written, ideal = (cache[name] for name in COUNTERS)
             print(f"{name}, {label}: wall {wall:.1f} s; {prompt:,} prompt tokens, "
                   f"{cached:,} read from the cache ({cached / max(1, prompt):.0%}), "
                   + (f"{written:,} written; " if name == "anthropic" else "")

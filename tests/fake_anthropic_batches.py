@@ -66,6 +66,10 @@ class _Batch:
     cancel_at: float | None = None
     ended: float | None = None
     outcomes: dict[str, dict] = field(default_factory=dict)
+    settling: threading.Lock = field(default_factory=threading.Lock)
+    """Held while the batch's due lines are answered, one after the other in the file's order
+    (a line reads what the lines before it left): other requests wait only for the fake's
+    short-held lock, never for a batch's lines."""
 
 
 class FakeAnthropic:
@@ -185,34 +189,41 @@ class FakeAnthropic:
     # Batches.
 
     def _settle(self, batch: _Batch, now: float) -> None:
-        """Finish the lines whose time has come; end the batch when none is left."""
-        if batch.ended is not None:
-            return
-        cancelled = batch.cancel_at is not None and now >= batch.cancel_at
-        for (custom_id, params), due, fate in zip(batch.lines, batch.finish_at, batch.fates):
-            if custom_id in batch.outcomes:
-                continue
-            if now >= due and fate == "succeeded":
-                status, body = self.message(params)
-                if status == 200:
-                    used = self.usage.setdefault(str(params.get("model")), [0, 0])
-                    used[0] += body["usage"]["input_tokens"]
-                    used[1] += body["usage"]["output_tokens"]
-                batch.outcomes[custom_id] = (
-                    {"type": "succeeded", "message": body} if status == 200 else
-                    {"type": "errored", "error": body})
-            elif now >= due and fate == "errored":
-                batch.outcomes[custom_id] = {"type": "errored", "error": _error(
-                    "invalid_request_error", "scripted failure of this line")}
-            elif now >= due and fate == "expired":
-                batch.outcomes[custom_id] = {"type": "expired"}
-            elif cancelled:
-                batch.outcomes[custom_id] = {"type": "canceled"}
-        if len(batch.outcomes) == len(batch.lines):
-            batch.ended = now
+        """Finish the lines whose time has come; end the batch when none is left. Called
+        without the fake's lock: each line's outcome is recorded under it, one at a time."""
+        with batch.settling:
+            if batch.ended is not None:
+                return
+            cancelled = batch.cancel_at is not None and now >= batch.cancel_at
+            for (custom_id, params), due, fate in zip(batch.lines, batch.finish_at, batch.fates):
+                if custom_id in batch.outcomes:
+                    continue
+                outcome: dict | None = None
+                if now >= due and fate == "succeeded":
+                    status, body = self.message(params)
+                    outcome = ({"type": "succeeded", "message": body} if status == 200 else
+                               {"type": "errored", "error": body})
+                elif now >= due and fate == "errored":
+                    outcome = {"type": "errored", "error": _error(
+                        "invalid_request_error", "scripted failure of this line")}
+                elif now >= due and fate == "expired":
+                    outcome = {"type": "expired"}
+                elif cancelled:
+                    outcome = {"type": "canceled"}
+                if outcome is None:
+                    continue
+                with self._lock:
+                    if outcome["type"] == "succeeded":
+                        used = self.usage.setdefault(str(params.get("model")), [0, 0])
+                        used[0] += outcome["message"]["usage"]["input_tokens"]
+                        used[1] += outcome["message"]["usage"]["output_tokens"]
+                    batch.outcomes[custom_id] = outcome
+            with self._lock:
+                if len(batch.outcomes) == len(batch.lines):
+                    batch.ended = now
 
     def _view(self, batch: _Batch) -> dict:
-        self._settle(batch, time.time())
+        """The batch as the API shows it (under the fake's lock; `_settle` it first)."""
         counts = Counter(outcome["type"] for outcome in batch.outcomes.values())
         state = "ended" if batch.ended is not None else (
             "canceling" if batch.cancel_at is not None else "in_progress")
@@ -242,6 +253,8 @@ class FakeAnthropic:
             self.batch_params += [params for _, params in lines]
             self.batches[batch.id] = batch
             self._order.append(batch.id)
+        self._settle(batch, now)
+        with self._lock:
             return self._view(batch)
 
     def _handler_class(self):
@@ -305,7 +318,8 @@ class FakeAnthropic:
                                               for name in fake.responders], "has_more": False})
                 elif path[-1] == "stats":  # for a benchmark running the fake apart
                     with fake._lock:
-                        self._send(200, fake.stats())
+                        stats = fake.stats()
+                    self._send(200, stats)
                 elif path[-1] == "batches":
                     if self._refused("list"):
                         return
@@ -314,8 +328,8 @@ class FakeAnthropic:
                     if self._refused("results") or (batch := self._batch(path[-2])) is None:
                         return
                     fake._event("results", batch.id)
+                    fake._settle(batch, time.time())
                     with fake._lock:
-                        fake._view(batch)
                         if batch.ended is None:
                             self._send(400, _error("invalid_request_error",
                                                    "batch is still processing"))
@@ -328,8 +342,10 @@ class FakeAnthropic:
                     if self._refused("retrieve") or (batch := self._batch(path[-1])) is None:
                         return
                     fake._event("retrieve", batch.id)
+                    fake._settle(batch, time.time())
                     with fake._lock:
-                        self._send(200, fake._view(batch))
+                        view = fake._view(batch)
+                    self._send(200, view)
 
             def _list(self, query: dict[str, list[str]]) -> dict:
                 limit = int(query.get("limit", ["20"])[0])
@@ -337,6 +353,9 @@ class FakeAnthropic:
                     newest_first = list(reversed(fake._order))
                     if "after_id" in query:
                         newest_first = newest_first[newest_first.index(query["after_id"][0]) + 1:]
+                for batch_id in newest_first[:limit]:
+                    fake._settle(fake.batches[batch_id], time.time())
+                with fake._lock:
                     page = [fake._view(fake.batches[i]) for i in newest_first[:limit]]
                 return {"data": page, "has_more": len(newest_first) > limit,
                         "first_id": page[0]["id"] if page else None,
@@ -371,7 +390,10 @@ class FakeAnthropic:
                     with fake._lock:
                         if batch.ended is None and batch.cancel_at is None:
                             batch.cancel_at = time.time() + fake.cancel_delay
-                        self._send(200, fake._view(batch))
+                    fake._settle(batch, time.time())
+                    with fake._lock:
+                        view = fake._view(batch)
+                    self._send(200, view)
                 else:
                     self._send(404, _error("not_found_error", self.path))
 

@@ -102,6 +102,9 @@ class PerMinuteLimit:
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128
+    """socketserver's 5 is too few for a sweep's 17 flows connecting at once on a loaded
+    machine: connections past it wait for the kernel to retry, past a client's connect timeout."""
 
     def handle_error(self, request, client_address) -> None:
         if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
