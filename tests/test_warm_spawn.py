@@ -17,6 +17,11 @@ import warm_spawn
 PY = sys.executable
 
 
+@pytest.fixture(autouse=True)
+def _warm(monkeypatch):
+    monkeypatch.setenv(warm_spawn.WARM_ENV, "1")
+
+
 def test_a_command_gets_its_arguments_folder_environment_and_streams(tmp_path):
     done = warm_spawn.run(
         [PY, "-c", "import os, sys; print(sys.argv[1:], os.getcwd(), os.environ['ONLY_HERE']);"
