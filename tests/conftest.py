@@ -69,11 +69,39 @@ def seaweed(tmp_path_factory):
     weed.stop(process)
 
 
+LONGEST_FILES = ("test_deployed_sweep", "test_batches_sweep", "test_mllm_suite",
+                 "test_shared_limits", "test_shared_calls", "test_interrupt", "test_batches",
+                 "test_batches_anthropic_run", "test_prefect_server", "test_faults",
+                 "test_litellm_proxy", "test_batches_faults", "test_types", "test_strict_input",
+                 "test_trust_flow", "test_object_store", "test_kept_attempts",
+                 "test_database_faults", "test_proactivebench_video_suite", "test_llama_server",
+                 "test_offline", "test_import_report", "test_evaluate_flow", "test_reaper")
+"""The test files that took longest in a full run (2026-11-28, `--durations=0` summed by file),
+longest first. pytest-xdist hands out whole files (`--dist loadfile`) in the order collected
+(`--no-loadscope-reorder`): started first, a long file runs beside the many short ones instead
+of alone at the end of the run, after the other worker has run out of files."""
+
+
+def _longest_first(items: list) -> None:
+    def rank(item) -> tuple[int, int]:
+        name = item.path.stem
+        if name in LONGEST_FILES:
+            return (LONGEST_FILES.index(name), 0)
+        return (len(LONGEST_FILES), -count[name])  # then files of more tests first, as xdist
+
+    count: dict[str, int] = {}
+    for item in items:
+        count[item.path.stem] = count.get(item.path.stem, 0) + 1
+    items.sort(key=rank)  # stable: a file's tests keep their order
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """A pytest-xdist worker whose tests use the Prefect server starts it now, in the
-    background: it is up by the time the first of them needs it (prefect_test_server.py)."""
+    """Longest files first (LONGEST_FILES). A pytest-xdist worker whose tests use the Prefect
+    server starts it now, in the background: it is up by the time the first of them needs it
+    (prefect_test_server.py)."""
     import sys
 
+    _longest_first(items)
     if os.environ.get("PYTEST_XDIST_WORKER") and any(
             "prefect_server" in getattr(item, "fixturenames", ()) for item in items):
         import prefect_test_server

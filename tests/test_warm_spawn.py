@@ -16,10 +16,8 @@ import warm_spawn
 
 PY = sys.executable
 
-# In a full run the template did not survive to this file (CI, 2026-11-28): opt-in, as the warm
-# start itself, until that is found and fixed (#35).
-pytestmark = pytest.mark.skipif(not os.environ.get(warm_spawn.WARM_ENV),
-                                reason="the warm start is opt-in: PROACTFLOW_TEST_WARM=1")
+pytestmark = pytest.mark.skipif(not warm_spawn.enabled(),
+                                reason="the warm start is off: PROACTFLOW_TEST_WARM=0")
 
 
 @pytest.fixture(autouse=True)

@@ -22,9 +22,10 @@ on a socket, the template being its parent); `run` is `subprocess.run` on it. On
 pytest process, started at its first use and stopped with the process (it also stops when its
 parent is gone, and the tests' reaper ends what it started; one found dead is started again).
 
-It is off unless PROACTFLOW_TEST_WARM=1: every command then starts a fresh interpreter, as
-before. A CI run with it on by default (2026-11-28) ran most commands cold all the same, the
-template having gone early in both workers; until a full run proves it kept, it stays a choice.
+It is on unless PROACTFLOW_TEST_WARM=0, which starts every command as a fresh interpreter (to
+tell a failure of the warm start from one of the command). The CI run that found a worker's
+template "gone" (2026-11-28) had met select()'s limit of 1,024 descriptors in a pytest process
+that had run hundreds of tests; the wait uses poll() since.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ READ_AT_IMPORT = ("LITELLM_", "POLARS_", "ARROW_", "PYARROW_", "PYTHON", "SSL_",
 command whose values differ from the template's starts cold."""
 
 WARM_ENV = "PROACTFLOW_TEST_WARM"
+
+
+def enabled() -> bool:
+    """Whether commands start warm: unless PROACTFLOW_TEST_WARM=0."""
+    return os.environ.get(WARM_ENV, "1") != "0"
 START_SECONDS = 180
 MAX_FD = 4096
 
@@ -225,7 +231,11 @@ class _Template:
         if self.ready:
             return self.process.poll() is None
         assert self.process.stdout is not None
-        found, _, _ = select.select([self.process.stdout], [], [], START_SECONDS)
+        # poll, not select: a pytest process that has run many tests can hold descriptors
+        # numbered past select's 1,024 (a full CI run did), which select refuses.
+        waiting = select.poll()
+        waiting.register(self.process.stdout, select.POLLIN)
+        found = waiting.poll(START_SECONDS * 1000)
         self.ready = bool(found) and self.process.stdout.readline().strip() == b"ready"
         return self.ready and self.process.poll() is None
 
@@ -244,7 +254,7 @@ _template_lock = threading.Lock()
 
 def _running_template() -> _Template | None:
     global _template
-    if not os.environ.get(WARM_ENV):
+    if not enabled():
         return None
     with _template_lock:
         if _template is not None and _template.process.poll() is not None:
@@ -260,7 +270,7 @@ def _running_template() -> _Template | None:
 def prestart() -> None:
     """Start this process's template now (in the background): its imports then overlap the
     first tests instead of holding up the first command."""
-    if os.environ.get(WARM_ENV):
+    if enabled():
         with _template_lock:
             global _template
             if _template is None:
