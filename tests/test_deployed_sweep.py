@@ -3,7 +3,8 @@ start` (on the test PostgreSQL when there is one), the repository's prefect.yaml
 `prefect deploy --name evaluate`, two `prefect worker start` processes, each with a folder and
 state of its own, the store on S3 (SeaweedFS) and the calls in PostgreSQL when those servers can
 start here (else a local folder and the store's own cache). One test puts the judge behind a
-provider's requests-per-minute limit, which the two workers must keep to together."""
+provider's limit on requests in a sliding window, which the sweep file's `rpm` keeps to only
+when the two workers share one budget."""
 
 from __future__ import annotations
 
