@@ -109,7 +109,6 @@ def local_cluster(root: Path, postgres=None, seaweed=None) -> Iterator[dict]:
         wait_until(lambda: answers(url), "prefect server start", server)
         client_env = dict(base, PREFECT_API_URL=url, PREFECT_HOME=str(root / "client-home"))
         prefect(client_env, "work-pool", "create", POOL, "--type", "process")
-        prefect(client_env, "deploy", "--name", "evaluate")
         shared = dict(client_env, **(seaweed.environment() if seaweed else {}),
                       **({"PROACTFLOW_DATABASE": database} if database else {}))
         folders = {}
@@ -122,6 +121,10 @@ def local_cluster(root: Path, postgres=None, seaweed=None) -> Iterator[dict]:
                 [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "4",
                  "--name", name, "--work-queue", queue], cwd=folder / "cwd", env=env,
                 stdout=open(folder / "worker.log", "w"), stderr=subprocess.STDOUT))
+        # Deployed while the workers start: both are a process importing Prefect (the deploy
+        # also the flow's module), which need not wait for each other; a worker polls the pool,
+        # which exists, and finds the deployment's runs once there are any.
+        prefect(client_env, "deploy", "--name", "evaluate")
 
         def online() -> bool:
             workers = post(url, f"/work_pools/{POOL}/workers/filter", {})
