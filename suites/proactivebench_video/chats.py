@@ -90,7 +90,7 @@ class EpisodeChat:
     def _image(self, k: int) -> ImagePart:
         image = self.images.get(k)
         if image is None:
-            image = self.images[k] = self.frames.frame(k).image()
+            image = self.images[k] = self.frames.image(k)
         return image
 
     def _content(self, turn: StepTurn) -> Content:

@@ -66,9 +66,11 @@ class FrameSets:
             settings: StreamingSettings) -> FrameSet:
         """Raises VideoDecodeError for a video that cannot be decoded."""
         memo = row["video_sha256"]
-        video = context.corpus / row["video_file"]
         with self._lock:  # one decode of a video even when two episodes show it at once
             found = self._sets.get(memo)
+            if isinstance(found, FrameSet):  # every step but a video's first
+                return found
+            video = context.corpus / row["video_file"]
             if isinstance(found, VideoDecodeError) and found.video != str(video):
                 # The same bytes fail the same way, but the error names the file at hand.
                 found = self._sets[memo] = VideoDecodeError(video, found.reason)
