@@ -56,10 +56,22 @@ def text_sha256(text: str) -> str:
 _ITEMS_GO_HERE = "\ue000items of around_list\ue000"  # private-use characters: in no real value
 
 
+_AROUND: dict[str, tuple[str, str] | None] = {}
+"""around_list's answers by the repr of its arguments (every step of an episode asks twice)."""
+
+
 def around_list(value: dict[str, Any], name: str) -> tuple[str, str] | None:
     """canonical_json of `value` with a list at key `name`, split where that list's items go:
     head + ",".join(canonical_json(item) for item in items) + tail is canonical_json of
     `value` holding those items at `name`. None for a value holding this function's marker."""
+    # Values whose reprs are equal have the same JSON (repr tells 1, 1.0 and True apart and
+    # writes a float as JSON does); equal values with other reprs are only computed again.
+    memo = repr((value, name))
+    if memo in _AROUND:
+        return _AROUND[memo]
     marker = canonical_json(_ITEMS_GO_HERE)
     head, found, tail = canonical_json({**value, name: [_ITEMS_GO_HERE]}).partition(marker)
-    return (head, tail) if found and marker not in tail else None
+    if len(_AROUND) >= 1024:
+        _AROUND.clear()
+    around = _AROUND[memo] = (head, tail) if found and marker not in tail else None
+    return around
