@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
-from ..cache.keys import content_key
+from ..cache.keys import around_list, content_key
 from ..common.redaction import register_secret_variable
 from ..config.effective import safety_settings_off
 from ..config.endpoints import effective_endpoint
@@ -169,9 +169,18 @@ class ChatRequest:
                          (("revision", role.revision),
                           ("endpoint_fingerprint", role.endpoint_fingerprint)) if value)
         assert grown is None or messages is grown.messages, "a grown chat's own messages"
-        return cls(role.model, effective_endpoint(role.model, role.api_base), tuple(messages),
-                   tuple(sorted(params.items())), sample_index, identity, retry, cache,
-                   grown.facts(role.model) if grown is not None else None)
+        api_base = effective_endpoint(role.model, role.api_base)
+        sorted_params = tuple(sorted(params.items()))
+        facts = None
+        if grown is not None:
+            # The key's JSON before the messages, hashed with them as the chat keeps them
+            # (cache.keys.HashedItems), from the prefix the hint says the next request shares.
+            around = around_list(_key_material(role.model, api_base, sorted_params,
+                                               sample_index, identity), "messages")
+            facts = grown.facts(role.model, around[0] if around is not None else None,
+                                cache.shared if cache is not None else None)
+        return cls(role.model, api_base, tuple(messages), sorted_params, sample_index,
+                   identity, retry, cache, facts)
 
     @property
     def estimated_prompt_tokens(self) -> int:
@@ -193,14 +202,20 @@ class ChatRequest:
 
     @cached_property
     def key(self) -> str:
-        material: dict[str, Any] = {
-            "model": self.model, "api_base": self.api_base,
-            "messages": list(self.grown.key_messages) if self.grown is not None else
-            [[role, key_content(content)] for role, content in self.messages],
-            "params": dict(self.params),
-            "sample_index": self.sample_index}
-        material.update(self.identity)  # only when set: keys of plain roles stay as they were
+        material = _key_material(self.model, self.api_base, self.params, self.sample_index,
+                                 self.identity)
+        material["messages"] = self.grown.key_messages if self.grown is not None else \
+            [[role, key_content(content)] for role, content in self.messages]
         return content_key(material)
+
+
+def _key_material(model: str, api_base: str | None, params: tuple[tuple[str, Any], ...],
+                  sample_index: int, identity: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """What a request's key hashes besides its messages."""
+    material: dict[str, Any] = {"model": model, "api_base": api_base, "params": dict(params),
+                                "sample_index": sample_index}
+    material.update(identity)  # only when set: keys of plain roles stay as they were
+    return material
 
 
 @dataclass

@@ -4,9 +4,10 @@ built again. The next step adds the last output and its own user turn, and rebui
 user turns whose frames have just left the window; a frame's image part is made once while it
 stays in the window, its file read and encoded only when a request is sent
 (providers.content's cache of stored images' data URLs). What a request computes over its
-whole chat (its per-call cache key's material, its estimated tokens, the plan's prompt cache
-shape) is kept per message as the chat grows (providers.growing): a step builds these for its
-new and rebuilt messages only (the key's JSON, encoded whole in C, is what still grows).
+whole chat (its per-call cache key's material and JSON, its estimated tokens, the plan's prompt
+cache shape) is kept per message as the chat grows (providers.growing): a step builds these for
+its new and rebuilt messages only, and its key's hashing goes on from the prefix the next step
+shares (a kept sha256 copy), not from the chat's start.
 
 A chat is found again from the step rows the seam hands back: the list of earlier steps only
 grows, so the chat built for the request of step s is the one whose last step row is the
@@ -90,7 +91,7 @@ class EpisodeChat:
     def _image(self, k: int) -> ImagePart:
         image = self.images.get(k)
         if image is None:
-            image = self.images[k] = self.frames.frame(k).image()
+            image = self.images[k] = self.frames.image(k)
         return image
 
     def _content(self, turn: StepTurn) -> Content:

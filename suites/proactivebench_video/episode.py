@@ -20,7 +20,7 @@ from ...providers.chat import ChatOutcome, ChatRequest
 from ...providers.prompt_cache import CacheHint
 from ..base import Step
 from .annotations import GoldTurn, UserTurn, VideoSample
-from .chats import LEFT_WINDOW, EpisodeChats, chat_identity
+from .chats import KEPT, LEFT_WINDOW, EpisodeChats, chat_identity
 from .frames import FrameSet, VideoDecodeError, stored_frames
 from .prompts import SYSTEM, FrameContext, VideoPrompts
 from .protocol import (StreamingSettings, frame_indices, frames_in_chat, is_silence, reply_time,
@@ -38,7 +38,10 @@ def sample_of(row: dict[str, Any]) -> VideoSample:
                    row["extras_json"])
 
 
-@functools.lru_cache(maxsize=256)
+# As many as the chats kept (chats.KEPT): the plan walks every episode of a corpus in step, so a
+# smaller cache (256 once) parsed every sample again at every step of a 668-sample corpus, the
+# TV samples' subtitles made models each time (half of the full-size plan's CPU).
+@functools.lru_cache(maxsize=KEPT)
 def _parsed(part: str, index: int, video: str, question_id: str, question: str,
             duration: float, user_turns_json: str, answers_json: str,
             extras_json: str) -> VideoSample:
@@ -66,9 +69,11 @@ class FrameSets:
             settings: StreamingSettings) -> FrameSet:
         """Raises VideoDecodeError for a video that cannot be decoded."""
         memo = row["video_sha256"]
-        video = context.corpus / row["video_file"]
         with self._lock:  # one decode of a video even when two episodes show it at once
             found = self._sets.get(memo)
+            if isinstance(found, FrameSet):  # every step but a video's first
+                return found
+            video = context.corpus / row["video_file"]
             if isinstance(found, VideoDecodeError) and found.video != str(video):
                 # The same bytes fail the same way, but the error names the file at hand.
                 found = self._sets[memo] = VideoDecodeError(video, found.reason)

@@ -123,6 +123,15 @@ class FrameSet:
         (a duration in anno.json longer than the file)."""
         return self._at(min(index, len(self) - 1))
 
+    def image(self, index: int) -> ImagePart:
+        """`frame(index).image()`, made without the Frame (a chat makes one a step)."""
+        position = min(index, len(self) - 1)
+        name = self.names[position] if self.names is not None else \
+            f"frame-{position:06d}.{self.extension}"
+        media_type = "image/jpeg" if os.path.splitext(name)[1] == ".jpg" else "image/png"
+        return ImagePart(None, media_type, self.digests[32 * position:32 * position + 32].hex(),
+                         self.folder / name, (self.widths[position], self.heights[position]))
+
     def time(self, index: int) -> float:
         """Frame `index`'s time (as `frame(index).time`)."""
         return self.times[min(index, len(self) - 1)]
