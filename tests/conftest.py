@@ -69,8 +69,8 @@ def seaweed(tmp_path_factory):
     weed.stop(process)
 
 
-LONGEST_FILES = ("test_deployed_sweep", "test_batches_sweep", "test_mllm_suite",
-                 "test_shared_limits", "test_shared_calls", "test_interrupt", "test_batches",
+LONGEST_FILES = ("test_batches_sweep", "test_mllm_suite", "test_shared_limits",
+                 "test_shared_calls", "test_deployed_sweep", "test_interrupt", "test_batches",
                  "test_batches_anthropic_run", "test_prefect_server", "test_faults",
                  "test_litellm_proxy", "test_batches_faults", "test_types", "test_strict_input",
                  "test_trust_flow", "test_object_store", "test_kept_attempts",
@@ -79,7 +79,9 @@ LONGEST_FILES = ("test_deployed_sweep", "test_batches_sweep", "test_mllm_suite",
 """The test files that took longest in a full run (2026-11-28, `--durations=0` summed by file),
 longest first. pytest-xdist hands out whole files (`--dist loadfile`) in the order collected
 (`--no-loadscope-reorder`): started first, a long file runs beside the many short ones instead
-of alone at the end of the run, after the other worker has run out of files."""
+of alone at the end of the run, after the other worker has run out of files. The deployed
+sweep's file (its own Prefect server and two workers) comes once the first files are under way,
+so that its servers do not start in the same minutes as the workers' own."""
 
 
 def _longest_first(items: list) -> None:
