@@ -9,7 +9,7 @@ first tests instead of holding up the first test that needs it), the wait is bou
 wall-clock time, however loaded the machine is, and Prefect's app is served as a command's
 temporary server serves it (proactflow/prefect_server/app.py): write requests one at a time, one
 that met a locked SQLite database run again inside the server. Prefect's plain app answers such
-a request 503 and its client sleeps 2 s (then 4, 8, ...) before trying again: every task of a
+a request 503 and its client sleeps about 2 s (then 4, 8, ...) before trying again: every task of a
 run with tags asks for its tags' concurrency slots, an UPDATE that met another write 13
 times in `tests/test_batches.py` and `tests/test_faults.py` alone (2026-11-29).
 
