@@ -33,7 +33,33 @@ class HashedItems(list[Any]):
 
     def __init__(self, items: Any = (), head: str | None = None, hashed: Any = None):
         super().__init__(items)
+        if (head is None) != (hashed is None):
+            raise ValueError("HashedItems: a head and its hasher go together")
         self.head, self.hashed = head, hashed
+
+    def _changed(self) -> None:
+        """A change to the items makes the hasher stale: hashed whole from now on."""
+        self.head = self.hashed = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A hasher does not pickle or deep-copy: a copy is a plain list, hashed whole.
+        return (list, (list(self),))
+
+
+def _forgetting(name: str) -> Any:
+    change = getattr(list, name)
+
+    def changed(self: HashedItems, *args: Any) -> Any:
+        self._changed()
+        return change(self, *args)
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(HashedItems, _name, _forgetting(_name))
 
 
 def content_key(value: Any) -> str:
@@ -58,6 +84,7 @@ _ITEMS_GO_HERE = "\ue000items of around_list\ue000"  # private-use characters: i
 
 _AROUND: dict[str, tuple[str, str] | None] = {}
 """around_list's answers by the repr of its arguments (every step of an episode asks twice)."""
+_UNSEEN = object()
 
 
 def around_list(value: dict[str, Any], name: str) -> tuple[str, str] | None:
@@ -67,8 +94,9 @@ def around_list(value: dict[str, Any], name: str) -> tuple[str, str] | None:
     # Values whose reprs are equal have the same JSON (repr tells 1, 1.0 and True apart and
     # writes a float as JSON does); equal values with other reprs are only computed again.
     memo = repr((value, name))
-    if memo in _AROUND:
-        return _AROUND[memo]
+    found_before = _AROUND.get(memo, _UNSEEN)
+    if found_before is not _UNSEEN:
+        return found_before  # type: ignore[return-value]
     marker = canonical_json(_ITEMS_GO_HERE)
     head, found, tail = canonical_json({**value, name: [_ITEMS_GO_HERE]}).partition(marker)
     if len(_AROUND) >= 1024:

@@ -36,7 +36,9 @@ def test_a_value_holding_the_marker_is_hashed_whole():
 
     value = {"a": _ITEMS_GO_HERE}
     assert around_list(value, "messages") is None
-    items = HashedItems([["user", "hi"]], head="{", hashed=None)  # a wrong head: not used
+    import hashlib
+
+    items = HashedItems([["user", "hi"]], head="{", hashed=hashlib.sha256())  # not used
     assert content_key({**value, "messages": items}) == \
         content_key({**value, "messages": [["user", "hi"]]})
 
@@ -89,3 +91,29 @@ def test_a_grown_key_is_the_key_of_the_whole_material(seed, hinted, monkeypatch)
         assert hotter.key == dataclasses.replace(scratch, params=(("temperature", 1.0),)).key
         moved = dataclasses.replace(request, api_base="http://elsewhere/v1")
         assert moved.key == dataclasses.replace(scratch, api_base="http://elsewhere/v1").key
+
+
+def test_hashed_items_changed_after_hashing_are_hashed_whole_and_copy_as_lists():
+    import copy
+    import hashlib
+    import pickle
+
+    material = {"model": "m", "messages": []}
+    head, _ = around_list({"model": "m"}, "messages")
+    items = ["a", {"b": 1}]
+    hasher = hashlib.sha256(head.encode("utf-8"))
+    hasher.update(",".join(canonical_json(item) for item in items).encode("utf-8"))
+    for change in (lambda x: x.append("c"), lambda x: x.__setitem__(0, "z"),
+                   lambda x: x.pop(), lambda x: x.extend(["d"]), lambda x: x.reverse()):
+        grown = HashedItems(items, head, hasher)
+        assert content_key(dict(material, messages=grown)) == \
+            content_key(dict(material, messages=list(items)))
+        change(grown)
+        assert content_key(dict(material, messages=grown)) == \
+            content_key(dict(material, messages=list(grown)))
+    grown = HashedItems(items, head, hasher)
+    for copied in (copy.deepcopy(grown), pickle.loads(pickle.dumps(grown))):
+        assert copied == items and content_key(dict(material, messages=copied)) == \
+            content_key(dict(material, messages=grown))
+    with pytest.raises(ValueError):
+        HashedItems(items, head, None)
