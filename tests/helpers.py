@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
-from fake_openai import FakeOpenAI
-from replay import JUDGE_PROMPT, SAMPLE_CORPUS
+from fake_openai import FakeOpenAI, Reply
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS, synthetic_model
 import warm_spawn
 
 
@@ -60,3 +62,32 @@ def killed_mid_run(fake: FakeOpenAI, model: str, runner: str, args: list[str],
     made = [request_identity(r) for r in fake.requests if r["model"] == model]
     fake.reset_counts()
     return made
+
+
+def gated_models(*names: str, wait: float = 120):
+    """Models answering only once each of them has been asked (then at once): the runs that
+    call them reach their judge together, whenever each process started. Returns the responders,
+    the gate (set once every model was asked), when each model first answered, and the models
+    that answered before the gate opened, after waiting `wait` seconds for it (a test that needs
+    the runs together asserts that there is none)."""
+    asked: set[str] = set()
+    everyone = threading.Event()
+    answered: dict[str, float] = {}
+    ungated: set[str] = set()
+    lock = threading.Lock()
+
+    def responder(name: str):
+        def respond(request: dict) -> Reply:
+            with lock:
+                asked.add(name)
+                if asked == set(names):
+                    everyone.set()
+            if not everyone.wait(wait):
+                with lock:
+                    ungated.add(name)
+            with lock:
+                answered.setdefault(name, time.monotonic())
+            return Reply(content=f"{name}: {synthetic_model(request).content}")
+        return respond
+
+    return {name: responder(name) for name in names}, everyone, answered, ungated

@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 
 from fake_openai import PerMinuteLimit, Reply
+from helpers import gated_models
 from prefect_cluster import (GPU_MODELS, evaluate_runs, local_cluster, local_leftovers, optional,
                              sweep, sweep_file, wait_until, worker_of)
 from replay import (JUDGE_PROMPT, SAMPLE_CORPUS, scaled_corpus, synthetic_judge,
@@ -122,20 +123,19 @@ in a third of the requests (a minute's window needs more than a minute of paced 
 RPM_MODELS = ("synth", "synth2")
 """One pair on each worker ("synth" on queue "gpu"), each judged 45 times (the corpus 5 times
 over): at JUDGE_RPM a worker pacing alone judges for 23 s, so two budgets go past JUDGE_LIMIT
-unless one worker starts judging over 15 s after the other; one budget takes 45 s for the 90."""
-
-
-def own_answers(name: str):
-    """A synthetic model whose answers are its own, so that its judge requests are too."""
-    return lambda request: Reply(content=f"{name} says: {synthetic_model(request).content}")
+when both judge at once, which the models' gate makes sure of (each answers only once both
+were asked, however far apart the two flow-run processes started); one budget takes 45 s for
+the 90."""
 
 
 def test_a_rate_limited_judge_is_one_budget_for_both_workers(cluster, fake, tmp_path):
     """90 judge calls, 45 from each worker's pair, at the judge's rpm = 120: one budget for
     both (a pacer in the database, or in the folder store both workers share) keeps within the
     judge's 52 in 20 s; each worker pacing alone at 120 would send 80 in 20 s."""
-    for name in RPM_MODELS:
-        fake.responders[name] = own_answers(name)
+    # Answers of their own (so are their judge requests), given once both runs have asked.
+    # (A model's call times out after 60 s and more: its gate waits less, so no call is retried.)
+    models, _, _, ungated = gated_models(*RPM_MODELS, wait=50)
+    fake.responders.update(models)
     judge = fake.responders["judge-rpm"] = PerMinuteLimit(synthetic_judge, JUDGE_LIMIT,
                                                           window=JUDGE_WINDOW)
     corpus, per_model = scaled_corpus(tmp_path, 5)
@@ -147,6 +147,7 @@ def test_a_rate_limited_judge_is_one_budget_for_both_workers(cluster, fake, tmp_
                         limit=None)
     done, seconds = sweep_every_model_ok(cluster, config, tmp_path / "cwd", "judge-rpm",
                                          RPM_MODELS)
+    assert not ungated, f"{ungated}: answered before the other run asked, not judged at once"
     assert judge.refused == 0, f"{judge.refused} requests answered 429"
     assert {m: fake.calls[m] for m in (*RPM_MODELS, "judge-rpm")} == \
         {**{m: per_model for m in RPM_MODELS}, "judge-rpm": len(RPM_MODELS) * per_model}

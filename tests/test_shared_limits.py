@@ -21,13 +21,13 @@ import pytest
 
 from call_worker import coordination_for, store_for
 from fake_openai import FakeOpenAI, Reply
-from helpers import cli_args, run_cli
+from helpers import cli_args, gated_models, run_cli
 from proactflow.config.settings import Generation, ModelRole, RuntimeOptions
 from proactflow.limits.inflight import model_limit
 from proactflow.limits.model_limits import target as limit_target
 from proactflow.providers.chat import ChatRequest
 from proactflow.providers.llm import ChatClient
-from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response, synthetic_judge, synthetic_model
+from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response, synthetic_judge
 import warm_spawn
 
 WORKER = str(Path(__file__).with_name("call_worker.py"))
@@ -174,12 +174,20 @@ def test_two_busy_processes_keep_to_the_limit_together(backend):
     splits between them is printed, not asserted: it is best effort (measured with 30 calls
     each: 12/18 to 18/12 on an idle machine, down to 7/23 on a busy one)."""
     order: list[str] = []
+    in_flight: Counter[str] = Counter()
+    together = threading.Event()  # both had a call in flight at once: the limit was shared
     lock = threading.Lock()
 
     def answer(request: dict) -> Reply:
+        who = request["messages"][-1]["content"].split()[0]
         with lock:
-            order.append(request["messages"][-1]["content"].split()[0])
+            order.append(who)
+            in_flight[who] += 1
+            if len(+in_flight) == 2:
+                together.set()
         time.sleep(0.05)
+        with lock:
+            in_flight[who] -= 1
         return Reply(content="ok")
 
     with FakeOpenAI({"m": answer}) as fake:
@@ -200,31 +208,8 @@ def test_two_busy_processes_keep_to_the_limit_together(backend):
     print(f"{'postgres' if backend.startswith('postgresql') else 'local'}: peak "
           f"{fake.peak_by_model['m']} (limit 3) over {len(order)} calls; first half by "
           f"process: {dict(first_half)}")
+    assert together.is_set(), "the two processes never had calls in flight at once"
     assert fake.peak_by_model["m"] == 3 and len(order) == 2 * CALLS_EACH
-
-
-def gated_models(*names: str):
-    """Models answering only once each of them has been asked (then at once): the runs that
-    call them reach their judge together, whenever each process started. Returns the responders,
-    the gate, and when each model first answered."""
-    asked: set[str] = set()
-    everyone = threading.Event()
-    answered: dict[str, float] = {}
-    lock = threading.Lock()
-
-    def responder(name: str):
-        def respond(request: dict) -> Reply:
-            with lock:
-                asked.add(name)
-                if asked == set(names):
-                    everyone.set()
-            everyone.wait(120)
-            with lock:
-                answered.setdefault(name, time.monotonic())
-            return Reply(content=f"{name}: {synthetic_model(request).content}")
-        return respond
-
-    return {name: responder(name) for name in names}, everyone, answered
 
 
 class TimedJudge:
@@ -258,7 +243,7 @@ class TimedJudge:
 
 
 def test_a_sweep_shares_a_judges_limit_between_its_evaluations(tmp_path, prefect_server):
-    models, everyone, answered = gated_models("alpha", "beta")
+    models, everyone, answered, _ = gated_models("alpha", "beta")
     judge = TimedJudge()
     with FakeOpenAI({**models, "limited": judge}) as fake:
         config = tmp_path / "sweep.toml"
@@ -290,7 +275,7 @@ api_base = "{fake.url}"
 
 
 def test_two_runs_keep_to_the_judges_limit_together(backend, tmp_path, prefect_server):
-    models, everyone, answered = gated_models("alpha", "beta")
+    models, everyone, answered, _ = gated_models("alpha", "beta")
     judge = TimedJudge()
     database = ("--database", backend) if backend.startswith("postgresql://") else ()
     env = dict(os.environ, PREFECT_API_URL=prefect_server)

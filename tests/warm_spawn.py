@@ -23,9 +23,11 @@ pytest process, started at its first use and stopped with the process (it also s
 parent is gone, and the tests' reaper ends what it started; one found dead is started again).
 
 It is on unless PROACTFLOW_TEST_WARM=0, which starts every command as a fresh interpreter (to
-tell a failure of the warm start from one of the command). The CI run that found a worker's
-template "gone" (2026-11-28) had met select()'s limit of 1,024 descriptors in a pytest process
-that had run hundreds of tests; the wait uses poll() since.
+tell a failure of the warm start from one of the command). A template found dead is named in
+the run's warnings (with the end of its log) and started again; a command whose template went
+before telling its status gets 255, never a success. The warm start's own tests failed in one
+full CI run (2026-11-29) because, with it off, they started the template late, when the worker
+held over 1,024 descriptors, past what select() takes; it waits with poll() since.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def enabled() -> bool:
     """Whether commands start warm: unless PROACTFLOW_TEST_WARM=0."""
     return os.environ.get(WARM_ENV, "1") != "0"
 START_SECONDS = 180
+TEMPLATE_GONE = 255
+"""The exit status a command gets when the template, its parent, went before telling it."""
 MAX_FD = 4096
 
 
@@ -233,18 +237,31 @@ class _Template:
             stdout=subprocess.PIPE, stderr=open(os.path.join(self.folder, "template.log"), "wb"),
             env=self.environment)
         self.ready = False
+        self._reading = threading.Lock()  # "ready" is one line: one thread reads it
 
     def wait_ready(self) -> bool:
+        with self._reading:
+            return self._wait_ready()
+
+    def _wait_ready(self) -> bool:
         if self.ready:
             return self.process.poll() is None
         assert self.process.stdout is not None
-        # poll, not select: a pytest process that has run many tests can hold descriptors
-        # numbered past select's 1,024 (a full CI run did), which select refuses.
+        # poll, not select: a template started late in a run (again, or first in the warm
+        # start's own tests) gets a descriptor numbered past select's 1,024 (a full CI run's
+        # pytest worker held that many), which select refuses.
         waiting = select.poll()
         waiting.register(self.process.stdout, select.POLLIN)
         found = waiting.poll(START_SECONDS * 1000)
         self.ready = bool(found) and self.process.stdout.readline().strip() == b"ready"
         return self.ready and self.process.poll() is None
+
+    def last_words(self) -> str:
+        try:
+            with open(os.path.join(self.folder, "template.log"), "rb") as log:
+                return log.read()[-1500:].decode(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -265,7 +282,12 @@ def _running_template() -> _Template | None:
         return None
     with _template_lock:
         if _template is not None and _template.process.poll() is not None:
-            _template.stop()  # gone: start another
+            # Gone: said in the run's warnings summary (with what it wrote), then another.
+            import warnings
+
+            warnings.warn(f"the warm template exited ({_template.process.returncode}): "
+                          f"{_template.last_words()!r}; starting another", stacklevel=2)
+            _template.stop()
             _template = None
         if _template is None:
             _template = _Template()
@@ -363,8 +385,8 @@ class Popen(subprocess.Popen):
             return (0, 0)
         self._connection.close()
         self._connection = None
-        if not reply:  # the template is gone: the child's status with it
-            return (self.pid, 0)
+        if not reply:  # the template is gone, and the child's status with it: not a success
+            return (self.pid, TEMPLATE_GONE << 8)
         return (self.pid, int(reply))
 
     def _internal_poll(self, _deadstate=None, *args, **kwargs):
