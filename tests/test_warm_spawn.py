@@ -89,7 +89,8 @@ def test_what_the_template_cannot_run_as_a_fresh_interpreter_starts_cold(tmp_pat
     read at import, start a fresh interpreter: it shows in what the process sees."""
     probe = "import sys; print(sys.flags.optimize, 'litellm' in sys.modules)"
     warm = warm_spawn.run([PY, "-c", probe], capture_output=True, text=True, timeout=240)
-    assert warm.stdout == "0 True\n"  # forked from the template: litellm already imported
+    # Forked from the template: litellm already imported.
+    assert warm.stdout == "0 True\n", warm_spawn.cold_reason()
     assert warm_spawn.run([PY, "-O", "-c", probe], capture_output=True, text=True,
                           timeout=240).stdout == "1 False\n"
     other = dict(os.environ, LITELLM_LOG="DEBUG")

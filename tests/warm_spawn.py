@@ -281,6 +281,18 @@ def _running_template() -> _Template | None:
     if not enabled():
         return None
     with _template_lock:
+        if _template is not None and _template.process.poll() is None \
+                and _read_at_import(_template.environment) != _read_at_import(os.environ):
+            # This process's environment changed since (in what the preloaded libraries read
+            # at import): every command would start cold. A template of today's environment.
+            import warnings
+
+            changed = sorted(set(_read_at_import(_template.environment).items())
+                             ^ set(_read_at_import(os.environ).items()))
+            warnings.warn(f"the environment changed under the warm template ({changed}): "
+                          "starting another", stacklevel=2)
+            _template.stop()
+            _template = None
         if _template is not None and _template.process.poll() is not None:
             # Gone: said in the run's warnings summary (with what it wrote), then another.
             import warnings
@@ -294,6 +306,23 @@ def _running_template() -> _Template | None:
             atexit.register(_template.stop)
         template = _template
     return template if template.wait_ready() else None
+
+
+def _read_at_import(environment: Any) -> dict[str, str]:
+    return {name: value for name, value in environment.items()
+            if name.startswith(READ_AT_IMPORT)}
+
+
+def cold_reason(env: dict[str, str] | None = None) -> str:
+    """Why a plain command with `env` (this process's by default) would start cold now: for a
+    test's message."""
+    template = _running_template()
+    if template is None:
+        return "no warm template (PROACTFLOW_TEST_WARM=0, or it did not start)"
+    differing = sorted(set(_read_at_import(env if env is not None else os.environ).items())
+                       ^ set(_read_at_import(template.environment).items()))
+    return (f"template {template.process.pid} running={template.process.poll() is None}; "
+            f"read at import and different: {differing}")
 
 
 def prestart() -> None:

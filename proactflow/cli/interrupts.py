@@ -65,6 +65,7 @@ def _on_interrupt(signum: int, frame: FrameType | None) -> None:
     _interrupts += 1
     if _interrupts == 1 and _cancel_flow is not None:
         _prefect_console_off()
+        _unawaited_quiet()
         _cancel_flow()
         return
     end_now()
@@ -79,6 +80,17 @@ def _prefect_console_off() -> None:
         console_off()
     except Exception:  # noqa: BLE001 - lines on the terminal are no reason not to stop
         pass
+
+
+def _unawaited_quiet() -> None:
+    """Cancelling the flow can drop a coroutine a library made and had not awaited yet (anyio's
+    attempt to connect, in Prefect's client, seen in a full test run): Python's warning that it
+    was never awaited, with its source line, is no news on a terminal that was just told the
+    command was interrupted."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited",
+                            category=RuntimeWarning)
 
 
 def end_now() -> None:
