@@ -85,8 +85,12 @@ def _wait_for(condition, process: subprocess.Popen[str], seconds: float = 120) -
 
 
 def _interrupted(process: subprocess.Popen[str], home: Path, times: int = 1) -> str:
-    for _ in range(times):
-        os.killpg(process.pid, signal.SIGINT)  # the whole group, as a terminal does
+    for time_ in range(times):
+        try:
+            os.killpg(process.pid, signal.SIGINT)  # the whole group, as a terminal does
+        except ProcessLookupError:
+            assert time_ > 0, "the command was gone before its Ctrl-C"
+            break  # the first Ctrl-C had ended it all already: nothing left to stop
         time.sleep(0.2)
     try:
         _, stderr = process.communicate(timeout=10)

@@ -52,7 +52,7 @@ PRELOADED = ("litellm", "openai", "polars", "pyarrow", "pyarrow.parquet", "aioht
 none of which reads Prefect's or proactflow's settings."""
 
 READ_AT_IMPORT = ("LITELLM_", "POLARS_", "ARROW_", "PYARROW_", "PYTHON", "SSL_", "AIOHTTP_",
-                  "HTTPX_", "OPENAI_LOG", "TIKTOKEN_", "HF_", "CURL_CA", "REQUESTS_CA")
+                  "HTTPX_", "OPENAI_LOG", "HF_", "CURL_CA", "REQUESTS_CA")
 """Prefixes of environment variables a preloaded library may read while it is imported: a
 command whose values differ from the template's starts cold."""
 
@@ -70,9 +70,18 @@ MAX_FD = 4096
 
 # ---------------------------------------------------------------- the template (its own process)
 
+_SET_BY_IMPORTS: dict[str, str] = {}
+"""What the preloaded libraries put in the environment as they were imported (litellm sets
+TIKTOKEN_CACHE_DIR to its bundled tokenizers when unset): a child gets it as a fresh
+interpreter's imports would give it."""
+
+
 def _serve(path: str) -> None:
+    before = dict(os.environ)
     for name in PRELOADED:
         __import__(name)
+    _SET_BY_IMPORTS.update((name, value) for name, value in os.environ.items()
+                           if name not in before)
     assert "prefect" not in sys.modules and "proactflow" not in sys.modules
     # What every child would otherwise walk in its own first full collection: the command
     # freezes its start-up heap after one (proactflow's gcpolicy), which then walks only what
@@ -156,6 +165,8 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    for name, value in _SET_BY_IMPORTS.items():
+        os.environ.setdefault(name, value)
     child_atexit._clear()  # type: ignore[attr-defined]  # the template's, not the command's
 
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
