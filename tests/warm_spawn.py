@@ -36,20 +36,15 @@ import atexit
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-PRELOADED = ("litellm", "openai", "polars", "pyarrow", "pyarrow.parquet", "aiohttp", "httpx",
-             "pydantic", "diskcache")
-"""What the template imports: the libraries that make a fresh `proactflow` slow to start,
-none of which reads Prefect's or proactflow's settings."""
+from warm_template import PRELOADED  # noqa: F401 - the tests read it here
 
 READ_AT_IMPORT = ("LITELLM_", "POLARS_", "ARROW_", "PYARROW_", "PYTHON", "SSL_", "AIOHTTP_",
                   "HTTPX_", "OPENAI_LOG", "HF_", "CURL_CA", "REQUESTS_CA")
@@ -62,178 +57,11 @@ WARM_ENV = "PROACTFLOW_TEST_WARM"
 def enabled() -> bool:
     """Whether commands start warm: unless PROACTFLOW_TEST_WARM=0."""
     return os.environ.get(WARM_ENV, "1") != "0"
+
+
 START_SECONDS = 180
 TEMPLATE_GONE = 255
 """The exit status a command gets when the template, its parent, went before telling it."""
-MAX_FD = 4096
-
-
-# ---------------------------------------------------------------- the template (its own process)
-
-_SET_BY_IMPORTS: dict[str, str] = {}
-"""What the preloaded libraries put in the environment as they were imported (litellm sets
-TIKTOKEN_CACHE_DIR to its bundled tokenizers when unset): a child gets it as a fresh
-interpreter's imports would give it."""
-
-
-def _serve(path: str) -> None:
-    before = dict(os.environ)
-    for name in PRELOADED:
-        __import__(name)
-    _SET_BY_IMPORTS.update((name, value) for name, value in os.environ.items()
-                           if name not in before)
-    assert "prefect" not in sys.modules and "proactflow" not in sys.modules
-    # What every child would otherwise walk in its own first full collection: the command
-    # freezes its start-up heap after one (proactflow's gcpolicy), which then walks only what
-    # the child imported itself. Frozen before forking, the pages stay shared, too.
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
-    listener.listen(64)
-    parent = os.getppid()
-    waiting: dict[int, socket.socket] = {}
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    while os.getppid() == parent:
-        ready, _, _ = select.select([listener], [], [], 0.02)
-        if ready:
-            try:
-                connection, _ = listener.accept()
-                message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
-                request = json.loads(message)
-            except (OSError, ValueError) as error:  # a test gone mid-request: serve the next
-                print(f"warm template: a request failed: {error!r}", file=sys.stderr)
-                continue
-            if len(fds) != 3:
-                connection.close()
-                continue
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    listener.close()
-                    for other in waiting.values():
-                        other.close()
-                    connection.close()
-                    _become(request, fds)
-                finally:
-                    os._exit(70)
-            for fd in fds:
-                os.close(fd)
-            waiting[pid] = connection
-            try:
-                connection.send(str(pid).encode())
-            except OSError:
-                pass  # the test that asked is gone; the child is reaped all the same
-        while waiting:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            connection = waiting.pop(pid, None)
-            if connection is not None:
-                try:
-                    connection.send(str(status).encode())
-                except OSError:
-                    pass  # the test that started it is gone
-                connection.close()
-
-
-def _become(request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked child: take the request's streams, session, folder and environment, then
-    run its command as `python -m …`, `python -c …` or `python script.py` would, and exit as the interpreter does."""
-    import atexit as child_atexit
-    import io
-    import logging
-    import runpy
-    import threading as child_threading
-    import traceback
-
-    # A fresh interpreter started by the test would take SIGINT as KeyboardInterrupt.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    if request["new_session"]:
-        os.setsid()
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target, inheritable=True)
-    os.closerange(3, MAX_FD)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    for name, value in _SET_BY_IMPORTS.items():
-        os.environ.setdefault(name, value)
-    child_atexit._clear()  # type: ignore[attr-defined]  # the template's, not the command's
-
-    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
-    encoding = os.environ.get("PYTHONIOENCODING", "utf-8")
-
-    def writer(fd: int, errors: str, line_buffering: bool) -> io.TextIOWrapper:
-        raw = io.FileIO(fd, "wb", closefd=False)
-        binary: Any = raw if unbuffered else io.BufferedWriter(raw)
-        return io.TextIOWrapper(binary, encoding=encoding, errors=errors,
-                                line_buffering=line_buffering or os.isatty(fd),
-                                write_through=unbuffered)
-
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-        io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding=encoding)
-    sys.stdout = sys.__stdout__ = writer(1, "strict", False)
-    sys.stderr = sys.__stderr__ = writer(2, "backslashreplace", True)
-
-    argv = request["argv"]
-    code, interrupted = 0, False
-    try:
-        if argv[0] == "-m":
-            sys.argv = [argv[1], *argv[2:]]
-            sys.path[0] = os.getcwd()
-            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-        elif argv[0] == "-c":
-            sys.argv = ["-c", *argv[2:]]
-            sys.path[0] = ""
-            exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
-        else:  # a script
-            sys.argv = list(argv)
-            sys.path[0] = os.path.dirname(os.path.realpath(argv[0]))
-            runpy.run_path(argv[0], run_name="__main__")
-    except SystemExit as stop:
-        code = _exit_code(stop.code)
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        interrupted = True
-    except BaseException:  # noqa: BLE001 - as the interpreter: print it, status 1
-        traceback.print_exc()
-        code = 1
-    # What the interpreter does at its end: wait for non-daemon threads, run the exit
-    # functions, flush logging and the streams.
-    try:
-        child_threading._shutdown()  # type: ignore[attr-defined]
-    except BaseException:  # noqa: BLE001
-        pass
-    child_atexit._run_exitfuncs()  # type: ignore[attr-defined]
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    if interrupted:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        code = 130
-    os._exit(code)
-
-
-def _exit_code(value: object) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value & 0xFF
-    print(value, file=sys.stderr)
-    return 1
 
 
 # ---------------------------------------------------------------- the test process's side
@@ -244,7 +72,8 @@ class _Template:
         self.path = os.path.join(self.folder, "socket")
         self.environment = dict(os.environ)
         self.process = subprocess.Popen(
-            [sys.executable, __file__, self.path], stdin=subprocess.DEVNULL,
+            [sys.executable, str(Path(__file__).with_name("warm_template.py")), self.path],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=open(os.path.join(self.folder, "template.log"), "wb"),
             env=self.environment)
         self.ready = False
@@ -470,9 +299,3 @@ def run(*popenargs: Any, input: Any = None, capture_output: bool = False,
             raise subprocess.CalledProcessError(code, process.args, output=stdout,
                                                 stderr=stderr)
     return subprocess.CompletedProcess(process.args, code, stdout, stderr)
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is for pytest
-    _serve(sys.argv[1])
-    sys.exit(0)
