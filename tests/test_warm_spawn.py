@@ -4,7 +4,6 @@ a session of its own; and starts cold whatever the template could not run as it 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
