@@ -1,7 +1,7 @@
 """The gateway tier: the litellm proxy (litellm_proxy.py, from its own virtualenv) with a master
 key and a requests-per-minute limit of its model, no database, in front of the llama.cpp tier's
 server (llama_server.py). What reached the model is read at the recording proxy between the
-gateway and llama.cpp's server, so "each request reached the model once" is measured there.
+gateway and llama.cpp's server, so "no answered request reached the model again" is measured there.
 
 Without the llama extra or the proxy's virtualenv (`python tests/litellm_proxy.py` builds it)
 the tier skips with the reason; under CI=true (where .ci/run installs both) it fails instead.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -104,7 +103,7 @@ def _identity(body: dict | None) -> str:
     return json.dumps(body, sort_keys=True)
 
 
-def test_a_rate_limited_run_completes_with_each_request_reaching_the_model_once(
+def test_a_rate_limited_run_completes_and_sends_no_answered_request_again(
         gateway, master_key, tmp_path, capsys):
     start = len(gateway.llama.proxy.exchanges)
     # One judge call per response: the tiny model's replies are noise, and a reply that is not
@@ -115,9 +114,15 @@ def test_a_rate_limited_run_completes_with_each_request_reaching_the_model_once(
                                 "--judge-attempts", "1"))
     said = capsys.readouterr()
     chat = _chat_since(gateway, start)
-    reached = Counter(_identity(e.body) for e in chat)
     assert chat and code in (0, 1), said.err[-2000:]
-    assert max(reached.values()) == 1, [n for n in reached.values() if n > 1]
+    # The gateway's 429s never reach the model, so a request the model sees again must follow a
+    # failure of the model itself (llama.cpp's server answers HTTP 500 "llama_decode returned 1"
+    # when requests in flight fill its context), which a run rightly retries.
+    statuses: dict[str, list[int]] = {}
+    for exchange in chat:
+        statuses.setdefault(_identity(exchange.body), []).append(exchange.status)
+    resent = [seen for seen in statuses.values() if len(seen) > 1]
+    assert all(200 not in seen[:-1] for seen in resent), resent
     log = (Path(gateway.workdir) / "litellm-proxy.log").read_text(errors="replace")
     print(f"figures: {len(chat)} requests reached the model; the gateway's log mentions a "
           f"rate limit {log.count('429')} times")
