@@ -1,8 +1,8 @@
 """The command's processes started warm: forked from a template process that has already
-imported the heavy third-party libraries (litellm, openai, polars, pyarrow, aiohttp, httpx,
-pydantic, diskcache), instead of a fresh interpreter importing them again. On the 2-core CI
-machine those imports are about 6 to 8 s of CPU for every `proactflow` a test starts, most of
-the CPU of a short run.
+imported the heavy third-party libraries (litellm, openai, aiohttp, httpx, pydantic, diskcache;
+never one that starts a thread: warm_template.PRELOADED), instead of a fresh interpreter
+importing them again. On the 2-core CI machine those imports are about 5 to 8 s of CPU for
+every `proactflow` a test starts, most of the CPU of a short run.
 
 Each command is still a process of its own: its own pid, session when asked, standard streams,
 environment and working folder; it takes signals, dies of SIGKILL and exits with its status as
@@ -22,15 +22,20 @@ on a socket, the template being its parent); `run` is `subprocess.run` on it. On
 pytest process, started at its first use and stopped with the process (it also stops when its
 parent is gone, and the tests' reaper ends what it started; one found dead is started again).
 
-It is off unless PROACTFLOW_TEST_WARM=1: the third full run with it on (2026-11-29, 17 min 6 s
-against 18 min 53 s and 24 min cold) saw one batched sweep's process, forked warm, not reach
-its batch's last phase within 240 s, a hang not seen cold; until its cause is found (the
-template holds native threads of the libraries it imported when it forks) it stays a choice.
-A template found dead is named in
-the run's warnings (with the end of its log) and started again; a command whose template went
-before telling its status gets 255, never a success. The warm start's own tests failed in one
-full CI run (2026-11-29) because, with it off, they started the template late, when the worker
-held over 1,024 descriptors, past what select() takes; it waits with poll() since.
+It is on unless PROACTFLOW_TEST_WARM=0 (which starts every command cold, as a fresh
+interpreter). It was off by default for a day: the third full run with it on (2026-11-29, 17 min
+6 s against 18 min 53 s and 24 min cold) saw one batched sweep's process, forked warm, not reach
+its batch's last phase within 240 s. That did not happen again in two full runs nor in six runs
+of the batched files (120 tests, 48 of them killing a sweep or a run mid-batch) with every child
+watched for one older than 90 s, so its cause is not known; the one fork hazard the template
+had is gone since: it imported polars and pyarrow, which start native threads, and a fork keeps
+only the forking thread (a lock another one held stays held in the child). The template now
+imports nothing that starts a thread, and refuses to fork, saying why, if one ever does.
+
+A template found dead is named in the run's warnings (with the end of its log) and started
+again; a command whose template went before telling its status gets 255, never a success. A
+template started late (the warm start's own tests, when a worker holds over 1,024 descriptors)
+waits with poll(), which takes any number.
 """
 
 from __future__ import annotations
@@ -58,8 +63,8 @@ WARM_ENV = "PROACTFLOW_TEST_WARM"
 
 
 def enabled() -> bool:
-    """Whether commands start warm: with PROACTFLOW_TEST_WARM=1 (off by default, see above)."""
-    return os.environ.get(WARM_ENV, "0") == "1"
+    """Whether commands start warm: unless PROACTFLOW_TEST_WARM=0."""
+    return os.environ.get(WARM_ENV, "1") != "0"
 
 
 START_SECONDS = 180
@@ -80,6 +85,7 @@ class _Template:
             stdout=subprocess.PIPE, stderr=open(os.path.join(self.folder, "template.log"), "wb"),
             env=self.environment)
         self.ready = False
+        self.refusal = ""  # why it will not fork, if it said so (warm_template.py)
         self._reading = threading.Lock()  # "ready" is one line: one thread reads it
 
     def wait_ready(self) -> bool:
@@ -95,8 +101,14 @@ class _Template:
         # pytest worker held that many), which select refuses.
         waiting = select.poll()
         waiting.register(self.process.stdout, select.POLLIN)
-        found = waiting.poll(START_SECONDS * 1000)
-        self.ready = bool(found) and self.process.stdout.readline().strip() == b"ready"
+        said = self.process.stdout.readline().decode(errors="replace").strip() \
+            if waiting.poll(START_SECONDS * 1000) else ""
+        self.ready = said == "ready"
+        if said.startswith("refused"):
+            import warnings
+
+            self.refusal = said
+            warnings.warn(f"the warm template {said}: every command starts cold", stacklevel=2)
         return self.ready and self.process.poll() is None
 
     def last_words(self) -> str:
@@ -136,7 +148,8 @@ def _running_template() -> _Template | None:
                           "starting another", stacklevel=2)
             _template.stop()
             _template = None
-        if _template is not None and _template.process.poll() is not None:
+        if _template is not None and _template.process.poll() is not None \
+                and not _template.refusal:  # a refusal would only be said again
             # Gone: said in the run's warnings summary (with what it wrote), then another.
             import warnings
 
@@ -161,7 +174,8 @@ def cold_reason(env: dict[str, str] | None = None) -> str:
     test's message."""
     template = _running_template()
     if template is None:
-        return "no warm template (PROACTFLOW_TEST_WARM=0, or it did not start)"
+        refused = _template.refusal if _template is not None else ""
+        return refused or "no warm template (PROACTFLOW_TEST_WARM=0, or it did not start)"
     differing = sorted(set(_read_at_import(env if env is not None else os.environ).items())
                        ^ set(_read_at_import(template.environment).items()))
     return (f"template {template.process.pid} running={template.process.poll() is None}; "

@@ -13,26 +13,32 @@ import socket
 import sys
 from typing import Any
 
-PRELOADED = ("litellm", "openai", "polars", "pyarrow", "pyarrow.parquet", "aiohttp", "httpx",
-             "pydantic", "diskcache")
-"""What the template imports: the libraries that make a fresh `proactflow` slow to start,
-none of which reads Prefect's or proactflow's settings."""
+PRELOADED = ("litellm", "openai", "aiohttp", "httpx", "pydantic", "diskcache")
+"""What the template imports: the libraries that make a fresh `proactflow` slow to start (litellm
+alone is about 5 s of CPU), none of which reads Prefect's or proactflow's settings, and none of
+which starts a thread. polars and pyarrow (about 0.5 s together) are left to each child: they
+start native threads as they are imported (their allocators' background threads, polars' spill
+cleaner), and a fork copies only the forking thread, so a lock one of those held would stay held
+in every child."""
 
 MAX_FD = 4096
-
-
-_SET_BY_IMPORTS: dict[str, str] = {}
-"""What the preloaded libraries put in the environment as they were imported (polars its
-allocator's settings): a child gets it as a fresh interpreter's imports would give it."""
 
 
 def _serve(path: str) -> None:
     before = dict(os.environ)
     for name in PRELOADED:
         __import__(name)
-    _SET_BY_IMPORTS.update((name, value) for name, value in os.environ.items()
-                           if name not in before)
     assert "prefect" not in sys.modules and "proactflow" not in sys.modules
+    # What a child could not have as a fresh interpreter has it (see PRELOADED): then every
+    # command starts cold, with this reason in the run's warnings.
+    threads = len(os.listdir("/proc/self/task"))
+    changed = sorted(name for name in set(os.environ) | set(before)
+                     if os.environ.get(name) != before.get(name))
+    if threads != 1 or changed:
+        sys.stdout.write(f"refused: importing {', '.join(PRELOADED)} left {threads} threads "
+                         f"and changed the environment in {changed}\n")
+        sys.stdout.flush()
+        return
     # What every child would otherwise walk in its own first full collection: the command
     # freezes its start-up heap after one (proactflow's gcpolicy), which then walks only what
     # the child imported itself. Frozen before forking, the pages stay shared, too.
@@ -97,7 +103,8 @@ def _serve(path: str) -> None:
 
 def _become(request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: take the request's streams, session, folder and environment, then
-    run its command as `python -m …`, `python -c …` or `python script.py` would, and exit as the interpreter does."""
+    run its command as `python -m …`, `python -c …` or `python script.py` would, and exit as
+    the interpreter does."""
     import atexit as child_atexit
     import io
     import logging
@@ -115,8 +122,6 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    for name, value in _SET_BY_IMPORTS.items():
-        os.environ.setdefault(name, value)
     child_atexit._clear()  # type: ignore[attr-defined]  # the template's, not the command's
 
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
