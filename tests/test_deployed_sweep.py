@@ -170,11 +170,8 @@ def test_a_rate_limited_judge_is_one_budget_for_both_workers(cluster, fake, tmp_
           f"rpm {JUDGE_RPM} (ideal {fake.calls['judge-rpm'] / JUDGE_RPM * 60:.0f} s); busiest "
           f"{JUDGE_WINDOW:g} s {judge.busiest} requests, limit {JUDGE_LIMIT}; 429s "
           f"{judge.refused}")
-
-    fake.reset_counts()
-    again = sweep(cluster, config, tmp_path / "cwd")
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert sum(fake.calls.values()) == 0
+    # (That the same sweep again pays nothing, its pairs on both workers, is the two-worker
+    # sweep's to show: here it would be two flow runs more, and no call to pace.)
 
 
 def test_a_missing_deployment_is_one_line(cluster, fake, tmp_path):
