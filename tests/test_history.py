@@ -162,7 +162,10 @@ def _look_at(page: Path, table: pl.DataFrame, tmp_path: Path) -> None:
     """The page in a browser: a point per night and group, the bands, the labels drawn; its
     screenshot is docs/images/history.png (PROACTFLOW_SCREENSHOTS=docs/images)."""
     with Browser(page.as_uri()) as browser:
-        browser.wait_for("document.querySelectorAll('svg').length > 0")
+        # The whole page, not its first chart: the charts are in the HTML, and a loaded machine
+        # showed the browser a page parsed up to 15 of its 20 points (CI, 2026-11-29).
+        browser.wait_for("document.readyState === 'complete' && "
+                         "document.querySelectorAll('svg').length > 0")
         assert browser.evaluate("document.querySelectorAll('svg circle').length") == \
             table.filter(pl.col("score").is_not_null()).height
         assert browser.evaluate("document.querySelectorAll('svg polygon').length") == \
