@@ -17,7 +17,6 @@ import warm_spawn
 PY = sys.executable
 
 
-
 @pytest.fixture(autouse=True)
 def _warm(monkeypatch):
     monkeypatch.setenv(warm_spawn.WARM_ENV, "1")
