@@ -122,12 +122,23 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(scope="session")
-def prefect_server():
+def prefect_test_server_url():
     """One Prefect API per pytest process (starting one costs about ten seconds): the test
     harness's server, a fresh SQLite database (prefect_test_server.py)."""
     import prefect_test_server
 
     with prefect_test_server.serving() as url:
+        yield url
+
+
+@pytest.fixture
+def prefect_server(prefect_test_server_url):
+    """The test's flows report to this process's Prefect API (its URL in Prefect's settings)
+    for the test only: a test without this fixture runs untracked, as a command without
+    PREFECT_API_URL does, whatever ran before it in this process."""
+    import prefect_test_server
+
+    with prefect_test_server.reporting_to(prefect_test_server_url) as url:
         yield url
 
 

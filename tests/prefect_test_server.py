@@ -1,7 +1,11 @@
 """The Prefect API the tests run against: the server `prefect_test_harness` starts (uvicorn,
 Prefect's app, a fresh SQLite database), one per pytest process (each pytest-xdist worker has
 its own, so that a test reading "the latest run" reads its own), used through the same settings
-as the harness's.
+as the harness's, by the tests that ask for it (the `prefect_server` fixture) and only while they
+run. The others run as a command without PREFECT_API_URL runs, untracked (flows/wiring.py): the
+same stages and wiring, and no flow or task run to record. Reporting costs CPU on both sides:
+`tests/test_mllm_suite.py` took 61 s of CPU tracked, 41 s untracked, and the servers' share of a
+full test run with every suite's file tracked was 259 s of about 1,560 s (2026-11-29).
 
 Three differences from the harness: a pytest-xdist worker starts it in the background as the
 worker starts (the suite's workers all need it; its imports and migrations then overlap the
@@ -105,13 +109,10 @@ def stop_unused() -> None:
 
 @contextmanager
 def serving() -> Iterator[str]:
-    """This process's server, as the harness sets it up: the API URL in Prefect's settings
-    (and the process-wide settings context), the server known as the default one, so that no
-    code starts an ephemeral server of its own; the URL. Stopped at the end, after Prefect's
-    log and event workers have sent what they hold."""
+    """This process's server, known as Prefect's default one (so that no code starts an
+    ephemeral server of its own); its API URL. Code reports to it only inside `reporting_to`.
+    Stopped at the end, after Prefect's log and event workers have sent what they hold."""
     global _started
-    import prefect.context
-    import prefect.settings
     from prefect.server.api.server import SubprocessASGIServer
 
     server, _started = _started or PrefectTestServer(), None
@@ -122,12 +123,9 @@ def serving() -> Iterator[str]:
         prior_default = SubprocessASGIServer._instances.get(None)
         SubprocessASGIServer._instances[None] = known
         try:
-            with prefect.settings.temporary_settings(
-                    updates={prefect.settings.PREFECT_API_URL: url}):
-                with prefect.context._temporary_global_settings_context(
-                        prefect.context.get_settings_context()):
-                    yield url
-                    _drain()
+            yield url
+            with reporting_to(url):
+                _drain()
         finally:
             SubprocessASGIServer._instances.pop(server.port, None)
             if prior_default is not None:
@@ -136,6 +134,24 @@ def serving() -> Iterator[str]:
                 SubprocessASGIServer._instances.pop(None, None)
     finally:
         server.stop()
+
+
+@contextmanager
+def reporting_to(url: str) -> Iterator[str]:
+    """Code in this block reports to the server at `url`, as the harness sets it up: the URL in
+    Prefect's settings and in the process-wide settings context. After it, the settings are as
+    before: a test that does not ask for the server runs as a command without PREFECT_API_URL
+    does, untracked, whichever tests ran before it in this process. What Prefect's log and
+    event workers still hold they send in the background to the URL they were started with
+    (drained once, as the server stops: draining after each test waited up to 240 s on the
+    events worker's connection now and then)."""
+    import prefect.context
+    import prefect.settings
+
+    with prefect.settings.temporary_settings(updates={prefect.settings.PREFECT_API_URL: url}):
+        with prefect.context._temporary_global_settings_context(
+                prefect.context.get_settings_context()):
+            yield url
 
 
 def _drain() -> None:

@@ -16,8 +16,6 @@ from fake_openai import FakeOpenAI
 from helpers import cli_args, run_cli
 from replay import replay_judge, replay_model
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 FILES_UNSET = "files_settings is not set, set it on your config.yaml file."
 """The litellm proxy's answer on its files routes until its config sets files_settings."""
 FAST = ("--batch-poll", "0.05", "--max-attempts", "1")

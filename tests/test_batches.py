@@ -15,8 +15,6 @@ from helpers import cli_args, run_cli
 from fake_openai import Reply
 from replay import ANSWERABLE, replay_judge, replay_model, synthetic_judge
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 FAST = ("--batch", "--batch-poll", "0.05")
 
 

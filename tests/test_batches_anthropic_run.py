@@ -19,8 +19,6 @@ from replay import ANSWERABLE, replay_judge, replay_model
 from test_batches import call_records, tables
 import warm_spawn
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 FAST = ("--batch", "--batch-poll", "0.05")
 KEY = "sk-ant-fake-key"
 

@@ -12,7 +12,6 @@ import sys
 import threading
 from collections import Counter
 
-import pytest
 
 from fake_batches import FakeBatches
 from fake_openai import Reply
@@ -21,8 +20,6 @@ from helpers import cli_args, request_identity, run_cli
 from replay import ANSWERABLE, replay_model
 from test_batches import FAST, batches  # noqa: F401 (the fake batch API fixture)
 import warm_spawn
-
-pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 

@@ -14,6 +14,7 @@ import pytest
 from batch_kills import killed_at
 from fake_batches import FakeBatches
 from helpers import request_identity, run_cli
+from prefect_test_server import reporting_to
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, replay_model, synthetic_judge, synthetic_model
 from test_proactiveagent_suite import DATA, agent, reward_model
 
@@ -103,7 +104,7 @@ class Interactive:
 
 
 @pytest.fixture(scope="module")
-def interactive(published, prefect_server, tmp_path_factory):
+def interactive(published, prefect_test_server_url, tmp_path_factory):
     """Each suite's interactive sweep, run once for the module (it is the same for every
     phase a batched sweep is killed in)."""
     found: dict[str, Interactive] = {}
@@ -111,7 +112,8 @@ def interactive(published, prefect_server, tmp_path_factory):
     def of(suite: str) -> Interactive:
         if suite not in found:
             folder = tmp_path_factory.mktemp(f"interactive-{suite}")
-            with FakeBatches(models_of(suite, published), completion_delay=0.1) as fake:
+            with FakeBatches(models_of(suite, published), completion_delay=0.1) as fake, \
+                    reporting_to(prefect_test_server_url):
                 assert run_cli("sweep", ["--config", str(WRITERS[suite](fake.url, folder,
                                                                           ""))]) == 0
                 found[suite] = Interactive(

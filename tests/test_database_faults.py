@@ -19,8 +19,6 @@ from helpers import cli_args, run_cli
 from replay import scaled_corpus
 import warm_spawn
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 
 def paid(fake) -> Counter:
     """How often each distinct request reached the fake (its model and messages)."""

@@ -11,8 +11,6 @@ import pytest
 from helpers import cli_args, read_json, run_cli
 from pg_server import free_port
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 
 def request_identity(request: dict) -> str:
     return json.dumps([request["model"], request["messages"]], sort_keys=True)

@@ -14,8 +14,6 @@ from helpers import cli_args, read_json, run_cli
 from replay import (ANSWERABLE, DIALOGUES, SAMPLE_RESULTS, TRIGGERS, read_jsonl,
                     scaled_corpus)
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 
 def published_counts() -> dict[str, Counter]:
     """PASS/PARTIAL/FAIL per phase, straight from the published labels."""
@@ -27,7 +25,7 @@ def published_counts() -> dict[str, Counter]:
     return counts
 
 
-def test_replayed_run_reproduces_published_metrics(fake, store, tmp_path):
+def test_replayed_run_reproduces_published_metrics(fake, store, tmp_path, prefect_server):
     out = tmp_path / "out"
     assert run_cli("run", cli_args(fake, store, extra=("--out", str(out)))) == 0
 
@@ -117,7 +115,8 @@ def test_failing_model_becomes_counted_error_rows_and_is_retried(fake, store, tm
     assert sum(s["SKIPPED"] for s in metrics["aggregate_trigger_stats"].values()) == 6
 
 
-def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, store, monkeypatch):
+def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, store, monkeypatch,
+                                                                    prefect_server):
     import asyncio
 
     from prefect.client.orchestration import get_client

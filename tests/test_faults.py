@@ -11,7 +11,6 @@ import sys
 import time
 
 import polars as pl
-import pytest
 
 from fake_openai import Reply
 from helpers import cli_args, read_json, run_cli
@@ -19,8 +18,6 @@ from proactflow.suites.proactbench.triggers import build_triggers
 from proactflow.suites.sources import read_corpus_file
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, judged_response, scaled_corpus
 import warm_spawn
-
-pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 def request_identity(request: dict) -> str:

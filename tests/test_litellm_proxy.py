@@ -19,7 +19,7 @@ from helpers import run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 
 # The first test also starts llama.cpp's server and the proxy (minutes on a loaded machine).
-pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 RPM = 2
 """The model's own limit at the gateway: a run of one dialogue (its triggers, their judgments)

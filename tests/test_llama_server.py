@@ -21,7 +21,6 @@ import pytest
 from helpers import run_cli
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
 REPO = Path(__file__).resolve().parent.parent
 
 

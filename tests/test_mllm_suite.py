@@ -18,7 +18,6 @@ from mllm_suite_helpers import decoded, expected_mcqa, make_corpus, seeing_model
 
 from proactflow.common.errors import UserError
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
 IDS = range(8)
 
 
@@ -318,7 +317,7 @@ def test_offline_the_corpus_and_the_wheel_are_named_in_one_line(tmp_path, capsys
     assert "--package FILE" in err and len(err.splitlines()) == 1, err
 
 
-def test_a_sweep_names_the_suite_and_its_options(tmp_path, capsys):
+def test_a_sweep_names_the_suite_and_its_options(tmp_path, capsys, prefect_server):
     corpus, wheel = make_corpus(tmp_path, per_dataset=4)
     with FakeOpenAI({"first": lambda r: Reply(content="A"),
                      "second": lambda r: Reply(content="(A)")}) as fake:

@@ -16,13 +16,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import polars as pl
-import pytest
 
 from helpers import run_cli
 from test_history import NightlyModel, _sweep_file, verdict_judge
 from test_store_admin import age_files
-
-pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 def _path(uri: str) -> Path:
@@ -41,7 +38,7 @@ def _verdicts(viewer: Path) -> list[str]:
 
 
 def test_three_nights_keep_their_pages_and_the_refreshed_regression_its_side_by_side(
-        fake, tmp_path, capsys, monkeypatch):
+        fake, tmp_path, capsys, monkeypatch, prefect_server):
     model = NightlyModel()
     fake.responders["nightly"] = model
     fake.responders["verdicts"] = verdict_judge

@@ -12,8 +12,6 @@ from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
 from replay import PROJECT_DATA
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 DATA = PROJECT_DATA / "proactiveagent"
 EPS = 1e-8
 
@@ -261,7 +259,8 @@ def test_calibration_reproduces_the_authors_arithmetic_on_labels_built_for_the_t
         assert float(table[category]["agreement"]) == pytest.approx(agree), category
 
 
-def test_a_sweep_file_names_its_suite_and_gets_that_suites_leaderboard_and_report(tmp_path):
+def test_a_sweep_file_names_its_suite_and_gets_that_suites_leaderboard_and_report(
+        tmp_path, prefect_server):
     from proactflow.cli import main
 
     with FakeOpenAI({"agent": agent, "other": agent, "reward": reward_model}) as fake:

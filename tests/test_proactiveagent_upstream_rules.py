@@ -22,8 +22,6 @@ from proactflow.suites.proactiveagent import upstream
 from replay import PROJECT_DATA
 from test_proactiveagent_metrics import solve
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 DATA = PROJECT_DATA / "proactiveagent"
 EPS = 1e-8
 

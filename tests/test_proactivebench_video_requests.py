@@ -38,8 +38,6 @@ from proactflow.suites.proactivebench_video.episode import FrameSets
 from proactflow.suites.proactivebench_video.frames import decoder_versions
 from proactflow.suites.proactivebench_video.protocol import StreamingSettings
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 RECORDED = Path(__file__).parent / "data" / "video_requests.json"
 RUNS = {
     "default, two samples": (StreamingSettings(), ["--samples", "2"]),

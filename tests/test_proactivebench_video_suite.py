@@ -24,8 +24,6 @@ from video_fixtures import BLUE, GREEN, RED, near, write_corpus, write_video, sh
 from proactflow.suites import get_suite
 from proactflow.suites.proactivebench_video import frames as frames_module
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 COLOURS = {"red": RED, "green": GREEN, "blue": BLUE}
 
 
@@ -292,7 +290,8 @@ def test_the_suite_is_registered():
     assert get_suite("proactivebench-video").name == "proactivebench-video"
 
 
-def test_a_sweep_of_two_models_gets_a_pauc_leaderboard(corpus, tmp_path, capsys):
+def test_a_sweep_of_two_models_gets_a_pauc_leaderboard(corpus, tmp_path, capsys,
+                                                       prefect_server):
     out = tmp_path / "sweep"
     with FakeOpenAI({"watcher": watcher, "mute": lambda request: Reply(content="NO REPLY"),
                      "grader": grader}) as fake:

@@ -11,8 +11,6 @@ import pytest
 from helpers import cli_args, read_json, run_cli
 from replay import SAMPLE_CORPUS, SAMPLE_RESULTS, read_jsonl, synthetic_judge
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 
 def report(store, out, *extra) -> pl.DataFrame:
     assert run_cli("report", ["--store", str(store), "--out", str(out), *extra]) == 0

@@ -17,8 +17,6 @@ from helpers import cli_args, read_json, run_cli
 from replay import digest, scaled_corpus, synthetic_model
 import warm_spawn
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
-
 
 def overall(out) -> dict:
     return pl.read_csv(out / "phase_scores.csv", null_values="-").filter(pl.col("phase") == "OVERALL").row(

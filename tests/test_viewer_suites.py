@@ -21,7 +21,7 @@ needs_chromium = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, prefect_server) -> Path:
+def store(tmp_path_factory) -> Path:
     return four_suites(tmp_path_factory.mktemp("four"))
 
 
