@@ -41,7 +41,7 @@ def flow_run_parameters() -> str:
 
 
 def test_a_run_on_a_database_pays_each_call_once_and_shows_no_secret(
-        fake, tmp_path, postgres_server, capsys, caplog, monkeypatch):
+        fake, tmp_path, postgres_server, capsys, caplog, monkeypatch, prefect_server):
     user = "pf_user_5531"  # a name of its own, to search for
     url = postgres_server.create_database(owner=user)
     password = "pg-PLANTED-password-8812"
