@@ -39,6 +39,8 @@ from typing import Iterator
 from pg_server import free_port
 
 START_SECONDS = 240
+DRAIN_SECONDS = 30
+"""How long the server's stop waits for Prefect's event worker to send what it holds."""
 
 
 class PrefectTestServer:
@@ -168,7 +170,8 @@ def _drain() -> None:
                 await result
         except RuntimeError:  # never started
             pass
-        result = EventsWorker.drain_all()
+        # Bounded: the events worker's drain was seen waiting up to 240 s on its connection.
+        result = EventsWorker.drain_all(timeout=DRAIN_SECONDS)
         if inspect.isawaitable(result):
             await result
 

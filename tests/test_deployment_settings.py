@@ -44,7 +44,8 @@ def test_what_workers_get_holds_no_secret_and_no_local_folder(tmp_path, monkeypa
      'model = "openai/m"\napi_base = "http://user:pw@gpu1.lan/v1"\n',
      "(file): openai/m: with a deployment, credentials go in the workers'"),
 ])
-def test_deployment_settings_errors_are_one_line(tmp_path, capsys, text, message):
+def test_deployment_settings_errors_are_one_line(tmp_path, capsys, text, message,
+                                                 prefect_server):
     config = tmp_path / "sweep.toml"
     config.write_text(text)
     assert run_cli("sweep", ["--config", str(config)]) == 2

@@ -90,7 +90,7 @@ def test_a_bad_limit_is_one_line_naming_file_entry_and_key(tmp_path, where, text
         assert message == prefix + "unknown key"
 
 
-def test_the_cli_stops_on_a_bad_limit_before_any_call(tmp_path, capsys):
+def test_the_cli_stops_on_a_bad_limit_before_any_call(tmp_path, capsys, prefect_server):
     with FakeOpenAI() as fake:
         path = sweep_file(tmp_path, judge="concurrency = 0")
         assert run_cli("sweep", ["--config", str(path)]) == 2

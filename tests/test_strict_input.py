@@ -40,7 +40,8 @@ MODEL = '[[models]]\nmodel = "openai/gen"\n'
     ("batch_poll = inf\n" + MODEL, "batch_poll: expected a finite number, got inf"),
     ("[options]\nhint = 1\n" + MODEL, "options.hint: expected a string or true or false, got 1"),
 ])
-def test_a_sweep_file_value_of_the_wrong_kind_is_one_line(tmp_path, capsys, text, problem):
+def test_a_sweep_file_value_of_the_wrong_kind_is_one_line(tmp_path, capsys, text, problem,
+                                                         prefect_server):
     config = tmp_path / "sweep.toml"
     config.write_text(text)
     assert run_cli("sweep", ["--config", str(config)]) == 2
