@@ -13,6 +13,10 @@ os.environ["PREFECT_HOME"] = _PREFECT_HOME
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ["HF_HUB_OFFLINE"] = "1"
+# A developer's own Prefect server is never the tests': a test reports to its worker's test
+# server when it asks for `prefect_server`, and otherwise to none.
+for _name in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_API_AUTH_STRING"):
+    os.environ.pop(_name, None)
 
 import pytest  # noqa: E402
 
