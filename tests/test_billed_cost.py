@@ -261,7 +261,8 @@ def test_status_says_what_a_stage_cost_as_billed():
                             "(2048", "cached)", "+", "8", "completion", "tokens"]
 
 
-def test_the_plan_prices_the_prefixes_the_providers_cache_can_serve(fake, tmp_path, capsys):
+def test_the_plan_prices_the_prefixes_the_providers_cache_can_serve(fake, tmp_path, capsys,
+                                                                   shared_data):
     """Each judge call after the first sends the judge's system prompt (about 1,050 tokens,
     above the providers' minimum of 1,024) again: the plan prices it at the cache price too."""
     from helpers import cli_args, run_cli
