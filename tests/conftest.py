@@ -4,6 +4,7 @@ endpoints, shared data."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def _console_handlers_follow_each_tests_stderr():
     console_streams.follow_the_current_stderr()
     yield
     console_streams.follow_the_current_stderr()
+
+
+@pytest.fixture(autouse=True)
+def _an_in_process_command_leaves_no_temporary_server():
+    """A command run in this process (cli.main) that started a temporary Prefect server (a
+    sweep without PREFECT_API_URL) has it stopped as the test ends, as the command's own process
+    would at its exit: else it stayed up, idle, until the worker ended (about 20 s of CPU each,
+    several per run)."""
+    yield
+    api = sys.modules.get("proactflow.prefect_server.api")
+    server = getattr(api, "_server", None)
+    if server is not None:
+        server.stop()
+        api._server = None  # type: ignore[union-attr]
 
 
 @pytest.fixture(scope="session")

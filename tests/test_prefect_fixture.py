@@ -1,6 +1,7 @@
 """The tests' Prefect server is the test's, not the session's: a test reports to it only when it
 asks for `prefect_server`, whichever tests ran before it in the same process (tests of one file
-run in order, on one worker)."""
+run in order, on one worker). Likewise a temporary server that a command run in the test's
+process started ends with the test."""
 
 from __future__ import annotations
 
@@ -15,3 +16,30 @@ def test_a_test_that_asks_for_the_server_reports_to_it(prefect_server):
 
 def test_the_next_test_that_does_not_ask_reports_to_none():
     assert not reports_to_prefect()
+
+
+_temporary_servers: list = []
+
+
+def test_a_command_in_this_process_starts_a_temporary_server():
+    """As a sweep without PREFECT_API_URL does, first thing (cli/sweeping.py)."""
+    from proactflow.prefect_server import api
+
+    api.start_temporary_server()
+    assert api._server is not None and api._server.process is not None
+    _temporary_servers.append(api._server.process)
+
+
+def test_the_next_test_finds_it_stopped():
+    """Stopped as the test that started it ended (conftest.py), as the command's own process
+    stops it at its exit: not left up, idle, until the worker ends."""
+    import subprocess
+
+    from proactflow.prefect_server import api
+
+    assert api._server is None
+    [process] = _temporary_servers
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the temporary server (pid {process.pid}) still runs") from None
