@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +19,7 @@ from proactflow.suites.sources import (UPSTREAM_MODULE_URL_ENV, extract_string_c
                                        fetch_upstream_judge_prompt)
 from replay import (DIALOGUES, JUDGE_PROMPT, SAMPLE_CORPUS, SHARED_JUDGE_PROMPT, TRIGGERS,
                     published_triggers, replay_model)
+import warm_spawn
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -44,7 +44,7 @@ def run_offline_cli(tmp_path, fake, *extra):
                "--eval-model", "openai/gen", "--eval-api-base", fake.url,
                "--judge-model", "openai/gen", "--judge-api-base", fake.url,
                "--judge-prompt", str(JUDGE_PROMPT), "--store", str(tmp_path / "store"), *extra]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    return warm_spawn.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_hub_loader_reads_local_cache_offline_and_records_commit(tmp_path):

@@ -55,9 +55,11 @@ from typing import Any
 from warm_template import PRELOADED  # noqa: F401 - the tests read it here
 
 READ_AT_IMPORT = ("LITELLM_", "POLARS_", "ARROW_", "PYARROW_", "PYTHON", "SSL_", "AIOHTTP_",
-                  "HTTPX_", "OPENAI_LOG", "HF_", "CURL_CA", "REQUESTS_CA")
+                  "HTTPX_", "OPENAI_LOG", "CURL_CA", "REQUESTS_CA")
 """Prefixes of environment variables a preloaded library may read while it is imported: a
-command whose values differ from the template's starts cold."""
+command whose values differ from the template's starts cold. Not HF_: huggingface_hub reads
+those, and the template refuses to serve if a preloaded library imported it
+(warm_template.py), so a child imports it, and reads them, itself."""
 
 WARM_ENV = "PROACTFLOW_TEST_WARM"
 

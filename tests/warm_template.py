@@ -29,6 +29,14 @@ def _serve(path: str) -> None:
     for name in PRELOADED:
         __import__(name)
     assert "prefect" not in sys.modules and "proactflow" not in sys.modules
+    # huggingface_hub reads HF_* variables as it is imported; the template leaves it to each
+    # child (warm_spawn.READ_AT_IMPORT lists no HF_), so a preloaded library that imported it
+    # would hand children the template's HF_ settings: then every command starts cold.
+    if "huggingface_hub" in sys.modules:
+        sys.stdout.write(f"refused: importing {', '.join(PRELOADED)} imported huggingface_hub, "
+                         "which reads the HF_ variables at import\n")
+        sys.stdout.flush()
+        return
     # What a child could not have as a fresh interpreter has it (see PRELOADED): then every
     # command starts cold, with this reason in the run's warnings.
     threads = len(os.listdir("/proc/self/task"))
