@@ -5,7 +5,11 @@ process tree and its peak memory, taken the same way everywhere so that figures 
   Prefect server included), from the kernel's rusage when the child ends: robust to other load
   on the machine, unlike wall time.
 - Peak memory: the largest resident set of any one process of the tree (ru_maxrss), which is the
-  run's own process for `proactflow run`.
+  run's own process for `proactflow run`. The command is started by a small process of its own
+  (`_REPORTER`), never straight from the benchmark's: Linux counts in a process's ru_maxrss the
+  high-water mark of the memory it was forked from, so a command started by a benchmark holding
+  800 MB reported at least 800 MB (a fake server keeping every request it was sent did that to
+  `video_episode.py`'s long runs, 2026-11-29).
 - CPU per call: `(cold - cached) / calls` (`per_call_ms`), the same command run twice on one
   store, the second answered from the per-call cache: the fixed cost of a run cancels out, but
   its noise (about a second of CPU) needs thousands of calls to fade; with a few hundred, time
@@ -32,21 +36,46 @@ class Measured:
     output: str
 
 
+_REPORTER = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    json.dump({"cpu": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss,
+               "code": os.waitstatus_to_exitcode(status)}, report)
+"""
+"""Starts the command (a fork of this small process, so its ru_maxrss is its own) and writes
+its exit code and rusage, its waited descendants included, to the file named first."""
+
+
 def measured(command: list[str], env: dict[str, str], cwd: Path | None = None, *,
              codes: tuple[int, ...] = (0,)) -> Measured:
     """Run `command` to its end; SystemExit with its output's tail if its exit code is not
     in `codes`."""
-    started = time.monotonic()
-    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    output = process.stdout.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.monotonic() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code not in codes:
-        raise SystemExit(f"{' '.join(command[:4])} ... failed ({code}):\n{output[-3000:]}")
-    return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output)
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="proactflow-measure-") as folder:
+        report = Path(folder) / "usage.json"
+        started = time.monotonic()
+        process = subprocess.Popen([sys.executable, "-c", _REPORTER, str(report), *command],
+                                   env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        assert process.stdout is not None
+        output = process.stdout.read()
+        process.wait()
+        wall = time.monotonic() - started
+        try:
+            usage = json.loads(report.read_text())
+        except (OSError, ValueError):
+            raise SystemExit(f"{' '.join(command[:4])} ... could not be measured (exit "
+                             f"{process.returncode}):\n{output[-3000:]}") from None
+    if usage["code"] not in codes:
+        raise SystemExit(f"{' '.join(command[:4])} ... failed ({usage['code']}):\n"
+                         f"{output[-3000:]}")
+    return Measured(wall, usage["cpu"], usage["maxrss_kb"] / 1024, output)
 
 
 def child_env(prefect_home: Path) -> dict[str, str]:

@@ -4,17 +4,17 @@ of the tests, at today's clip size and at the real one, and the plan of a full-s
 Run by hand from the repository root (not part of the tests):
 
     .venv/bin/python benchmarks/video_episode.py [--only small,real,plan] [--repeat N]
-        [--plan-steps 170000]
+        [--plan-steps 170000] [--real-lengths 40,160]
 
 - small: one EGO-sized sample (a 360 s mpeg4 clip at 320x180 and 10 fps: 360 steps), run
   three times on one store: `--dry-run` (decodes the clip and walks the plan), the run (360
   model calls, then the judge), the run again (every call cached, no decoding); start-up
   included in the per-step figures, as before.
-- real: a 1280x720, 30 fps clip at two lengths (40 s and 160 s, the shorter cut from the
-  longer), each run cold on a fresh store (decoding, plan and calls in one run) and then cached;
-  the marginal CPU of a step is the difference of the two lengths' CPU over the difference of
-  their steps (start-up cancels out), cold and cached. With --repeat N each is run N times and
-  the median is printed.
+- real: a 1280x720, 30 fps clip at two lengths (40 s and 160 s by default, `--real-lengths`;
+  the shorter cut from the longer), each run cold on a fresh store (decoding, plan and calls
+  in one run) and then cached; the marginal CPU of a step is the difference of the two
+  lengths' CPU over the difference of their steps (start-up cancels out), cold and cached.
+  With --repeat N each is run N times and the median is printed.
 - plan: a generated corpus of many samples, `--plan-steps` steps in all (small videos shared
   by several samples, TV samples with subtitles), planned with `--dry-run` twice: first on a
   fresh store (every video decoded, then the plan), then again (the plan alone).
@@ -125,11 +125,13 @@ def small(fake: FakeOpenAI, folder: Path) -> None:
               f"{got.peak_rss_mb:.0f} MB; model calls {fake.calls['watcher']}", flush=True)
 
 
-def real(fake: FakeOpenAI, folder: Path, repeat: int) -> dict[str, float]:
-    """The marginal CPU of a step cold and cached (ms, medians) and the tree's peak (MB)."""
+def real(fake: FakeOpenAI, folder: Path, repeat: int,
+         lengths: tuple[int, int] = REAL_LENGTHS) -> dict[str, float]:
+    """The marginal CPU of a step cold and cached (ms, medians) and the tree's peak (MB), from
+    clips of the two `lengths` (seconds: the shorter cut from the longer)."""
     width, height, fps = REAL
-    short, long = REAL_LENGTHS
-    corpora = {seconds: folder / f"real-{seconds}" for seconds in REAL_LENGTHS}
+    short, long = lengths
+    corpora = {seconds: folder / f"real-{seconds}" for seconds in lengths}
     started = time.monotonic()
     write_corpus(corpora[long], REAL, long, (long // 4, long // 2, long - 21), "ego-real")
     (corpora[short] / "EGO").mkdir(parents=True)
@@ -140,7 +142,7 @@ def real(fake: FakeOpenAI, folder: Path, repeat: int) -> dict[str, float]:
           f"{time.monotonic() - started:.0f} s", flush=True)
     figures: dict[tuple[int, str], list[Measured]] = {}
     for attempt in range(repeat):
-        for seconds in REAL_LENGTHS:
+        for seconds in lengths:
             store = folder / f"real-store-{seconds}-{attempt}"
             for name in ("cold", "cached"):
                 got = timed(run_args(fake, corpora[seconds], store), folder / "home")
@@ -152,7 +154,7 @@ def real(fake: FakeOpenAI, folder: Path, repeat: int) -> dict[str, float]:
     for name in ("cold", "cached"):
         marginal = [1000 * (b.cpu_s - a.cpu_s) / steps for a, b in
                     zip(figures[(short, name)], figures[(long, name)])]
-        peak = max(m.peak_rss_mb for seconds in REAL_LENGTHS for m in figures[(seconds, name)])
+        peak = max(m.peak_rss_mb for seconds in lengths for m in figures[(seconds, name)])
         result[name] = statistics.median(marginal)
         result["peak"] = max(result.get("peak", 0.0), peak)
         print(f"real size, {name}: marginal CPU of a step {statistics.median(marginal):.2f} ms "
@@ -239,7 +241,18 @@ def main() -> None:
     parser.add_argument("--only", default="small,real,plan")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--plan-steps", type=int, default=170_000)
+    parser.add_argument("--real-lengths", default=",".join(map(str, REAL_LENGTHS)),
+                        help="the real-size clips' two lengths in seconds, SHORT,LONG (default "
+                             "%(default)s): a longer LONG resolves the cached step's margin, "
+                             "whose start-up noise is about a second of CPU")
     options = parser.parse_args()
+    try:
+        short, long = (int(value) for value in options.real_lengths.split(","))
+    except ValueError:
+        parser.error(f"--real-lengths: expected SHORT,LONG in seconds, got "
+                     f"{options.real_lengths!r}")
+    if not 30 <= short < long:
+        parser.error(f"--real-lengths: expected 30 <= SHORT < LONG, got {short},{long}")
     chosen = set(options.only.split(","))
     print(f"load: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} "
           f"{os.getloadavg()[2]:.1f} on {os.cpu_count()} cores", flush=True)
@@ -248,7 +261,8 @@ def main() -> None:
         folder = Path(name)
         if "small" in chosen:
             small(fake, folder)
-        real_size = real(fake, folder, options.repeat) if "real" in chosen else None
+        real_size = real(fake, folder, options.repeat, (short, long)) if "real" in chosen \
+            else None
         plans = plan(fake, folder, options.plan_steps) if "plan" in chosen else None
         summary(real_size, plans)
 
