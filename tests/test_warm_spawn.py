@@ -93,3 +93,14 @@ def test_what_the_template_cannot_run_as_a_fresh_interpreter_starts_cold(tmp_pat
     other = dict(os.environ, LITELLM_LOG="DEBUG")
     assert warm_spawn.run([PY, "-c", probe], env=other, capture_output=True, text=True,
                           timeout=240).stdout == "0 False\n"
+
+
+def test_a_command_with_hf_settings_of_its_own_is_forked_warm_and_reads_them(tmp_path):
+    """huggingface_hub is not preloaded (the template refuses to serve if a preloaded library
+    imports it), so a command whose HF_ variables differ from the template's is forked warm
+    and reads them itself, as the hub loader's tests need (tests/test_sources.py)."""
+    probe = ("import sys; warm = 'litellm' in sys.modules; "
+             "from huggingface_hub import constants; print(warm, constants.HF_HUB_CACHE)")
+    done = warm_spawn.run([PY, "-c", probe], env=dict(os.environ, HF_HUB_CACHE=str(tmp_path)),
+                          capture_output=True, text=True, timeout=240)
+    assert done.stdout == f"True {tmp_path}\n", done.stderr[-2000:]
