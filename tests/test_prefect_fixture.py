@@ -26,8 +26,9 @@ def test_a_command_in_this_process_starts_a_temporary_server():
     from proactflow.prefect_server import api
 
     api.start_temporary_server()
-    assert api._server is not None and api._server.process is not None
-    _temporary_servers.append(api._server.process)
+    process = api.temporary_server_process()
+    assert process is not None
+    _temporary_servers.append(process)
 
 
 def test_the_next_test_finds_it_stopped():
@@ -37,7 +38,7 @@ def test_the_next_test_finds_it_stopped():
 
     from proactflow.prefect_server import api
 
-    assert api._server is None
+    assert api.temporary_server_process() is None
     [process] = _temporary_servers
     try:
         process.wait(timeout=20)

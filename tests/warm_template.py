@@ -29,22 +29,21 @@ def _serve(path: str) -> None:
     for name in PRELOADED:
         __import__(name)
     assert "prefect" not in sys.modules and "proactflow" not in sys.modules
-    # huggingface_hub reads HF_* variables as it is imported; the template leaves it to each
-    # child (warm_spawn.READ_AT_IMPORT lists no HF_), so a preloaded library that imported it
-    # would hand children the template's HF_ settings: then every command starts cold.
-    if "huggingface_hub" in sys.modules:
-        sys.stdout.write(f"refused: importing {', '.join(PRELOADED)} imported huggingface_hub, "
-                         "which reads the HF_ variables at import\n")
-        sys.stdout.flush()
-        return
     # What a child could not have as a fresh interpreter has it (see PRELOADED): then every
-    # command starts cold, with this reason in the run's warnings.
+    # command starts cold, with this reason in the run's warnings. huggingface_hub reads the
+    # HF_ variables as it is imported and the template leaves it to each child
+    # (warm_spawn.READ_AT_IMPORT lists no HF_): imported by a preloaded library, it would hand
+    # every child the template's HF_ settings.
     threads = len(os.listdir("/proc/self/task"))
     changed = sorted(name for name in set(os.environ) | set(before)
                      if os.environ.get(name) != before.get(name))
+    refusal = None
     if threads != 1 or changed:
-        sys.stdout.write(f"refused: importing {', '.join(PRELOADED)} left {threads} threads "
-                         f"and changed the environment in {changed}\n")
+        refusal = f"left {threads} threads and changed the environment in {changed}"
+    elif "huggingface_hub" in sys.modules:
+        refusal = "imported huggingface_hub, which reads the HF_ variables at import"
+    if refusal is not None:
+        sys.stdout.write(f"refused: importing {', '.join(PRELOADED)} {refusal}\n")
         sys.stdout.flush()
         return
     # What every child would otherwise walk in its own first full collection: the command

@@ -244,6 +244,22 @@ def stop_at_once() -> None:
         _server.stop(wait=0)
 
 
+def stop_temporary_server() -> bool:
+    """Stop this process's temporary server, as its exit would, and forget it (a command run
+    in a longer-lived process, such as a test's); whether there was one."""
+    global _server
+    server, _server = _server, None
+    if server is None:
+        return False
+    server.stop()
+    return True
+
+
+def temporary_server_process() -> subprocess.Popen[bytes] | None:
+    """The process of this command's temporary server, if it has one (tests watch it)."""
+    return _server.process if _server is not None else None
+
+
 @contextmanager
 def prefect_api() -> Iterator[None]:
     """Run the body's flows against PREFECT_API_URL, or against this command's temporary
