@@ -114,6 +114,20 @@ def _longest_first(items: list) -> None:
     items.sort(key=rank)  # stable: a file's tests keep their order
 
 
+def pytest_configure(config):
+    """The migrated Prefect database the tests' servers start from (prefect_database.py), made
+    by the run's first process (pytest-xdist's controller, before its workers start) unless
+    this machine has it; this process's PREFECT_HOME gets a copy, for the temporary servers of
+    the commands it runs."""
+    import prefect_database
+
+    if config.option.help or config.option.collectonly:
+        return
+    if not hasattr(config, "workerinput"):
+        prefect_database.make_template()
+    prefect_database.seeded_home(Path(_PREFECT_HOME))
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Longest files first (LONGEST_FILES). A pytest-xdist worker whose tests use the Prefect
     server starts it now, in the background: it is up by the time the first of them needs it
@@ -141,7 +155,7 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="session")
 def prefect_test_server_url():
     """One Prefect API per pytest process (starting one costs about ten seconds): the test
-    harness's server, a fresh SQLite database (prefect_test_server.py)."""
+    harness's server, an SQLite database of its own (prefect_test_server.py)."""
     import prefect_test_server
 
     with prefect_test_server.serving() as url:

@@ -17,6 +17,7 @@ from typing import Iterator
 
 import pytest
 
+import prefect_database
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 from test_prefect_server import free_port, post
 import warm_spawn
@@ -95,7 +96,9 @@ def local_cluster(root: Path, postgres=None, seaweed=None) -> Iterator[dict]:
     base.update(PREFECT_SERVER_ANALYTICS_ENABLED="false")
     server_env = dict(base, PREFECT_HOME=str(root / "server-home"))
     database = None
-    if postgres is not None:
+    if postgres is None:  # the server's own SQLite database, already migrated
+        prefect_database.seeded_home(root / "server-home")
+    else:
         # One PostgreSQL for both: the Prefect server's database and the sweep's calls.
         server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = postgres.create_database().replace(
             "postgresql://", "postgresql+asyncpg://", 1)

@@ -1,9 +1,10 @@
 """The Prefect API the tests run against: the server `prefect_test_harness` starts (uvicorn,
-Prefect's app, a fresh SQLite database), one per pytest process (each pytest-xdist worker has
-its own, so that a test reading "the latest run" reads its own), used through the same settings
-as the harness's, by the tests that ask for it (the `prefect_server` fixture) and only while they
-run. The others run as a command without PREFECT_API_URL runs, untracked (flows/wiring.py): the
-same stages and wiring, and no flow or task run to record. Reporting costs CPU on both sides:
+Prefect's app, an SQLite database of its own, a copy of one migrated once per machine:
+prefect_database.py), one per pytest process (each pytest-xdist worker has its own, so that a
+test reading "the latest run" reads its own), used through the same settings as the harness's,
+by the tests that ask for it (the `prefect_server` fixture) and only while they run. The others
+run as a command without PREFECT_API_URL runs, untracked (flows/wiring.py): the same stages and
+wiring, and no flow or task run to record. Reporting costs CPU on both sides:
 `tests/test_mllm_suite.py` took 61 s of CPU tracked, 41 s untracked, and the servers' share of a
 full test run with every suite's file tracked was 259 s of about 1,560 s (2026-11-29).
 
@@ -36,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import prefect_database
 from pg_server import free_port
 
 START_SECONDS = 240
@@ -50,6 +52,7 @@ class PrefectTestServer:
         self.folder = Path(tempfile.mkdtemp(prefix="proactflow-prefect-server-"))
         self.port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}/api"
+        prefect_database.seed(self.folder / "prefect-test.db")  # migrated once per machine
         database = f"sqlite+aiosqlite:///{self.folder / 'prefect-test.db'}"
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
                "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_DATABASE_CONNECTION_URL": database}

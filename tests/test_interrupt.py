@@ -20,6 +20,7 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from helpers import cli_args
+import prefect_database
 from replay import ANSWERABLE, JUDGE_PROMPT, scaled_corpus, synthetic_judge, synthetic_model
 import warm_spawn
 
@@ -28,8 +29,8 @@ LATENCY = 0.5
 
 @pytest.fixture(scope="module")
 def prefect_home(tmp_path_factory) -> Path:
-    """One PREFECT_HOME for the module: its database is created once, by the first run."""
-    return tmp_path_factory.mktemp("prefect-home")
+    """One PREFECT_HOME for the module, its database already migrated (prefect_database.py)."""
+    return prefect_database.seeded_home(tmp_path_factory.mktemp("prefect-home"))
 
 
 @pytest.fixture

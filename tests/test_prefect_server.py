@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from helpers import cli_args
+import prefect_database
 import warm_spawn
 
 
@@ -25,7 +26,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-server-home")
+    home = prefect_database.seeded_home(tmp_path_factory.mktemp("prefect-server-home"))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
