@@ -13,22 +13,15 @@ from collections import Counter
 from typing import Any, Callable, TypeVar
 
 import polars as pl
-import pyarrow as pa
 from pydantic import BaseModel
 
 from ..config.settings import ModelRole
 from ..providers.llm import ChatClient
-from ..schemas.arrow import arrow_schema, frame_of
+from ..schemas.arrow import ArrowRows, arrow_schema, frame_of
 from ..suites.base import Prompts, Step, Suite
 from .pools import run_bounded
 
 T = TypeVar("T")
-
-CHUNK_ROWS = 2048
-"""Finished rows are kept as Arrow, this many at a time, not as the suite's row objects until
-the stage ends: a row object and its dict were about 3.4 KB a video step (tracemalloc,
-2026-11-29), about 580 MB for the 170,000 steps of a full video run; as Arrow a row is its
-values."""
 
 
 async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRole,
@@ -44,7 +37,7 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
     if client.runtime.prompt_cache == "auto":
         jobs = in_waves(jobs, lambda job: suite.prefix_group(samples.row(job[0][0], named=True)))
 
-    rows = _ArrowRows(arrow_schema(suite.tables.responses))
+    rows = ArrowRows(arrow_schema(suite.tables.responses))
 
     async def run_episode(job: tuple[list[int], int]) -> None:
         episode, sample_index = job
@@ -69,30 +62,6 @@ async def generate_responses(suite: Suite, samples: pl.DataFrame, role: ModelRol
 
     await run_bounded(jobs, run_episode, concurrency)
     return frame_of(rows.table()).sort(*suite.sample_key, "sample_index", *_steps(suite))
-
-
-class _ArrowRows:
-    """Rows (as `model_dump(by_alias=True)` gives them) gathered as an Arrow table of `schema`,
-    converted CHUNK_ROWS at a time. The episodes' coroutines add to it from one event loop."""
-
-    def __init__(self, schema: pa.Schema) -> None:
-        self.schema = schema
-        self._chunks: list[pa.Table] = []
-        self._pending: list[dict[str, Any]] = []
-
-    def append(self, row: dict[str, Any]) -> None:
-        self._pending.append(row)
-        if len(self._pending) >= CHUNK_ROWS:
-            self._flush()
-
-    def table(self) -> pa.Table:
-        self._flush()
-        return pa.concat_tables(self._chunks) if self._chunks else self.schema.empty_table()
-
-    def _flush(self) -> None:
-        if self._pending:
-            self._chunks.append(pa.Table.from_pylist(self._pending, schema=self.schema))
-            self._pending = []
 
 
 def in_waves(jobs: list[T], group_of: Callable[[T], str | None]) -> list[T]:
