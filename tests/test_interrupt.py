@@ -185,3 +185,27 @@ api_base = "{slow_fake.url}"
     for pid in children:
         assert not Path(f"/proc/{pid}").exists() or \
             Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", "a child outlived the sweep"
+
+
+def test_a_ctrl_c_while_the_server_module_is_still_being_imported_ends_with_its_one_line(
+        monkeypatch, capsys):
+    """A Ctrl-C that ends the command while proactflow.prefect_server.api is only partly run
+    (seen in a full test run: the command's imports take seconds): no ImportError from the
+    handler, the one line, exit status 130. No temporary server can have started then."""
+    import types
+
+    from proactflow.cli import interrupts
+
+    partial = types.ModuleType("proactflow.prefect_server.api")  # stop_at_once not defined yet
+    monkeypatch.setitem(sys.modules, "proactflow.prefect_server.api", partial)
+    exits = []
+
+    def exit_(status: int) -> None:
+        exits.append(status)
+        raise SystemExit(status)
+
+    monkeypatch.setattr(interrupts.os, "_exit", exit_)
+    with pytest.raises(SystemExit):
+        interrupts.end_now()
+    assert exits == [130]
+    assert "interrupted" in capsys.readouterr().err

@@ -95,11 +95,15 @@ def _unawaited_quiet() -> None:
 
 def end_now() -> None:
     """The line, the temporary server stopped without waiting, exit status 130."""
-    from ..prefect_server.api import stop_at_once
-
     say_interrupted()
     try:
-        stop_at_once()
+        # Looked up, not imported: a Ctrl-C can come while the module is still being imported
+        # (a partly run module has no stop_at_once yet, and importing from it fails), and
+        # until it has run whole no temporary server can have been started.
+        api = sys.modules.get("proactflow.prefect_server.api")
+        stop_at_once = getattr(api, "stop_at_once", None)
+        if stop_at_once is not None:
+            stop_at_once()
     finally:
         os._exit(EXIT_INTERRUPTED)
 
