@@ -22,6 +22,8 @@ cleaner), and a fork copies only the forking thread, so a lock one of those held
 in every child."""
 
 MAX_FD = 4096
+REQUEST_SECONDS = 5.0
+"""How long a connected client has to send its request."""
 
 
 def _serve(path: str) -> None:
@@ -65,7 +67,12 @@ def _serve(path: str) -> None:
         if ready:
             try:
                 connection, _ = listener.accept()
+                # A client that connected and never sent (a test stopped between the two, by
+                # its timeout's signal) would hold the template here, and with it the status
+                # of every child it runs: at most a few seconds.
+                connection.settimeout(REQUEST_SECONDS)
                 message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+                connection.settimeout(None)
                 request = json.loads(message)
             except (OSError, ValueError) as error:  # a test gone mid-request: serve the next
                 print(f"warm template: a request failed: {error!r}", file=sys.stderr)
