@@ -52,7 +52,17 @@ def template() -> Path | None:
 
 def make_template() -> Path | None:
     """The migrated database, made now unless it is there (one process makes it; others wait
-    for it); None, with a warning, if Prefect could not make it."""
+    for it); None, with a warning, if it could not be made (then every server migrates its
+    own, as before)."""
+    try:
+        return _made_template()
+    except (OSError, subprocess.SubprocessError, sqlite3.Error) as error:  # e.g. no writable home
+        warnings.warn(f"no migrated Prefect database for the tests' servers (each migrates "
+                      f"its own): {error}")
+        return None
+
+
+def _made_template() -> Path:
     found = template()
     if found is not None:
         return found
@@ -72,9 +82,7 @@ def make_template() -> Path | None:
                                    "upgrade", "-y"], env=env, capture_output=True, text=True,
                                   timeout=600)
             if done.returncode != 0:
-                warnings.warn(f"no migrated Prefect database for the tests' servers (each "
-                              f"migrates its own): {(done.stdout + done.stderr)[-500:]}")
-                return None
+                raise subprocess.SubprocessError((done.stdout + done.stderr)[-500:])
             # One self-contained file (Prefect's SQLite runs in WAL mode): what every copy is.
             with sqlite3.connect(made) as database:
                 database.execute("VACUUM INTO ?", (str(clean),))
@@ -92,8 +100,11 @@ def seed(database: Path) -> None:
         return
     database.parent.mkdir(parents=True, exist_ok=True)
     partial = database.with_name(f".{database.name}.{os.getpid()}.partial")
-    shutil.copyfile(source, partial)
-    os.replace(partial, database)
+    try:
+        shutil.copyfile(source, partial)
+        os.replace(partial, database)
+    except OSError:  # the server then migrates a new file of its own
+        partial.unlink(missing_ok=True)
 
 
 def seeded_home(home: Path) -> Path:
