@@ -19,6 +19,7 @@ could not be made, which is said once), every server migrates its own database, 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -34,6 +35,7 @@ from pathlib import Path
 CACHE = Path.home() / ".cache" / "proactflow-tests" / "prefect-database"
 
 
+@functools.cache  # one process seeds many homes: the file names are listed once
 def _migrations_digest() -> str:
     """Prefect's version and its SQLite migrations' file names: what a template is made of."""
     spec = importlib.util.find_spec("prefect")  # without importing Prefect (seconds)
@@ -46,8 +48,12 @@ def _migrations_digest() -> str:
 
 def template() -> Path | None:
     """The migrated database for this Prefect, if it was made (`make_template`)."""
-    path = CACHE / f"prefect-{_migrations_digest()}.db"
+    path = _template_path()
     return path if path.exists() else None
+
+
+def _template_path() -> Path:
+    return CACHE / f"prefect-{_migrations_digest()}.db"
 
 
 def make_template() -> Path | None:
@@ -87,9 +93,8 @@ def _made_template() -> Path:
             with sqlite3.connect(made) as database:
                 database.execute("VACUUM INTO ?", (str(clean),))
             database.close()
-            path = CACHE / f"prefect-{_migrations_digest()}.db"
-            os.replace(clean, path)
-            return path
+            os.replace(clean, _template_path())
+            return _template_path()
 
 
 def seed(database: Path) -> None:
