@@ -5,6 +5,7 @@ sweep's."""
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from batch_kills import killed_at
 from fake_batches import FakeBatches
+from fake_openai import reserved_port
 from helpers import request_identity, run_cli
 from prefect_test_server import reporting_to
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, replay_model, synthetic_judge, synthetic_model
@@ -106,13 +108,18 @@ class Interactive:
 @pytest.fixture(scope="module")
 def interactive(published, prefect_test_server_url, tmp_path_factory):
     """Each suite's interactive sweep, run once for the module (it is the same for every
-    phase a batched sweep is killed in)."""
+    phase a batched sweep is killed in), each on a port the module holds for its suite: that
+    suite's batched sweeps start their fakes on it once the interactive one has ended. One port
+    a suite, not one for both: a process remembers what an endpoint lists, and the other suite's
+    fake lists other models."""
     found: dict[str, Interactive] = {}
 
     def of(suite: str) -> Interactive:
         if suite not in found:
             folder = tmp_path_factory.mktemp(f"interactive-{suite}")
-            with FakeBatches(models_of(suite, published), completion_delay=0.1) as fake, \
+            port = held.enter_context(reserved_port())
+            with FakeBatches(models_of(suite, published), completion_delay=0.1,
+                             port=port) as fake, \
                     reporting_to(prefect_test_server_url):
                 assert run_cli("sweep", ["--config", str(WRITERS[suite](fake.url, folder,
                                                                           ""))]) == 0
@@ -122,7 +129,8 @@ def interactive(published, prefect_test_server_url, tmp_path_factory):
                     sum(fake.calls.values()), leaderboard(folder))
         return found[suite]
 
-    return of
+    with ExitStack() as held:
+        yield of
 
 
 def test_a_batched_proactbench_sweep_prints_the_interactive_sweeps_tables(published, tmp_path,
