@@ -93,8 +93,9 @@ def _made_template() -> Path:
             with sqlite3.connect(made) as database:
                 database.execute("VACUUM INTO ?", (str(clean),))
             database.close()
-            os.replace(clean, _template_path())
-            return _template_path()
+            path = _template_path()
+            os.replace(clean, path)
+            return path
 
 
 def seed(database: Path) -> None:

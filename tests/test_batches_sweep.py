@@ -113,6 +113,7 @@ def interactive(published, prefect_test_server_url, tmp_path_factory):
     a suite, not one for both: a process remembers what an endpoint lists, and the other suite's
     fake lists other models."""
     found: dict[str, Interactive] = {}
+    held = ExitStack()  # each suite's port, until the module ends
 
     def of(suite: str) -> Interactive:
         if suite not in found:
@@ -124,12 +125,12 @@ def interactive(published, prefect_test_server_url, tmp_path_factory):
                 assert run_cli("sweep", ["--config", str(WRITERS[suite](fake.url, folder,
                                                                           ""))]) == 0
                 found[suite] = Interactive(
-                    int(fake.url.rsplit(":", 1)[1].split("/")[0]),
+                    port,
                     Counter(request_identity(request) for request in fake.requests),
                     sum(fake.calls.values()), leaderboard(folder))
         return found[suite]
 
-    with ExitStack() as held:
+    with held:
         yield of
 
 
