@@ -179,12 +179,27 @@ def images_of(content: Content) -> list[ImagePart]:
 _IMAGE_TOKENS: dict[tuple[Any, ...], int] = {}
 
 
+class _NoText:
+    """A tokenizer counting no text, in the shape litellm's `custom_tokenizer` takes (a
+    `tokenizers.Tokenizer`'s `encode_batch_fast`). An image's count is the difference of two
+    counts whose text is the same, so the text's tokens cancel whatever the tokenizer; with
+    the model's own, litellm loads a whole text encoding (tiktoken's cl100k_base: about 40 MB
+    held for the rest of the process) only for them to cancel."""
+
+    @staticmethod
+    def encode_batch_fast(texts: list[str]) -> list[list[int]]:
+        return [[] for _ in texts]
+
+
+_COUNTING_NO_TEXT = {"type": "huggingface_tokenizer", "tokenizer": _NoText()}
+
+
 def _image_tokens(model: str, data_url: str) -> int:
     import litellm
 
     def counted(parts: list[dict[str, Any]]) -> int:
-        return int(litellm.token_counter(model=model, messages=[{"role": "user",
-                                                                 "content": parts}]))
+        return int(litellm.token_counter(model=model, custom_tokenizer=_COUNTING_NO_TEXT,
+                                         messages=[{"role": "user", "content": parts}]))
 
     image = {"type": "image_url", "image_url": {"url": data_url}}
     return max(0, counted([image]) - counted([]))
