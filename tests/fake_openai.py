@@ -240,6 +240,10 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # A reply goes as two writes (headers, then body): with Nagle's algorithm on, the
+            # body waits for the client to acknowledge the headers, which it delays by up to
+            # 40 ms on a kept-alive connection. Servers set TCP_NODELAY; so does the fake.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
