@@ -262,6 +262,7 @@ class FakeAnthropic:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # as fake_openai's: no 40 ms wait for each body
 
             def log_message(self, *args) -> None:
                 pass

@@ -57,6 +57,7 @@ class RecordingProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # as fake_openai's: no 40 ms wait for each body
 
             def log_message(self, *args) -> None:
                 pass
