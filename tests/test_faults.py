@@ -225,8 +225,10 @@ def test_status_counts_cached_failed_and_remaining_calls(fake, store, capsys):
     fake.responders["half"] = lambda request: (
         Reply(status=503, content="overloaded") if "?" in request["messages"][-1]["content"][-40:]
         else Reply(content="an answer"))
+    # Each failed call is tried --max-attempts times; a short first delay keeps the backoff's
+    # jitter (about 15 s a call at the default 1 s) out of the test's time.
     args = cli_args(fake, store, eval_model="openai/half", judge_model="openai/judge2",
-                    extra=("--limit", "3"))
+                    extra=("--limit", "3", "--retry-delay", "0.01"))
     rows, _ = read_corpus_file(SAMPLE_CORPUS)
     n = build_triggers(rows, limit=3).filter(pl.col("evaluable")).height
     assert run_cli("status", args) == 0
