@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -140,6 +141,10 @@ def real(fake: FakeOpenAI, folder: Path, repeat: int,
     print(f"real clips: {width}x{height} at {fps} fps, {short} s and {long} s "
           f"({(corpora[long] / 'EGO' / 'clip.mp4').stat().st_size / 1e6:.1f} MB), written in "
           f"{time.monotonic() - started:.0f} s", flush=True)
+    result: dict[str, float] = {"frame": frame_alone(corpora[long] / "EGO" / "clip.mp4",
+                                                     folder / "frames-alone")}
+    print(f"  the frame alone (decoded, scaled, JPEG, its file; the long clip in a process of "
+          f"its own): {result['frame']:.2f} ms of CPU a step", flush=True)
     figures: dict[tuple[int, str], list[Measured]] = {}
     for attempt in range(repeat):
         for seconds in lengths:
@@ -150,7 +155,6 @@ def real(fake: FakeOpenAI, folder: Path, repeat: int,
                 print(f"  {seconds} s {name}: {got.cpu_s:.2f} s CPU, {got.wall_s:.1f} s wall, "
                       f"peak {got.peak_rss_mb:.0f} MB", flush=True)
     steps = long - short
-    result: dict[str, float] = {}
     for name in ("cold", "cached"):
         marginal = [1000 * (b.cpu_s - a.cpu_s) / steps for a, b in
                     zip(figures[(short, name)], figures[(long, name)])]
@@ -161,6 +165,18 @@ def real(fake: FakeOpenAI, folder: Path, repeat: int,
               f"(median of {len(marginal)}: {', '.join(f'{v:.2f}' for v in marginal)}); "
               f"peak memory of the process tree {peak:.0f} MB", flush=True)
     return result
+
+
+def frame_alone(video: Path, store: Path) -> float:
+    """CPU a step (ms) of making the frames of `video` alone, as a cold run's step does before
+    its call: the part of the cold step's cost no model call changes."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=video_frames.decode, args=(video, store, queue))
+    child.start()
+    _, cpu, count, _, _ = queue.get()
+    child.join()
+    return 1000 * cpu / count
 
 
 def plan_corpus(corpus: Path, total_steps: int) -> tuple[int, int]:
@@ -227,6 +243,8 @@ def summary(real_size: dict[str, float] | None, plans: list[Measured] | None) ->
     print(f"summary (load {' '.join(f'{v:.1f}' for v in os.getloadavg())}):")
     if real_size is not None:
         line("1280x720 30 fps, marginal CPU of a step, cold", real_size["cold"], "ms", 4)
+        print(f"    of which the frame alone: {real_size['frame']:.2f} ms; the rest is the model "
+              f"call through litellm (ci_figures.py --only edge: its CPU per call) and the step")
         line("1280x720 30 fps, marginal CPU of a step, cached", real_size["cached"], "ms", 1)
         line("1280x720 30 fps, peak memory of the process tree", real_size["peak"], "MB", 400)
     if plans:
