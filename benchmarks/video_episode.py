@@ -14,7 +14,9 @@ Run by hand from the repository root (not part of the tests):
   the shorter cut from the longer), each run cold on a fresh store (decoding, plan and calls
   in one run) and then cached; the marginal CPU of a step is the difference of the two
   lengths' CPU over the difference of their steps (start-up cancels out), cold and cached.
-  With --repeat N each is run N times and the median is printed.
+  With --repeat N each is run N times and the median is printed. The longer clip's frames
+  are also made alone first, in a process of their own: the part of a cold step's CPU that no
+  model call changes.
 - plan: a generated corpus of many samples, `--plan-steps` steps in all (small videos shared
   by several samples, TV samples with subtitles), planned with `--dry-run` twice: first on a
   fresh store (every video decoded, then the plan), then again (the plan alone).
