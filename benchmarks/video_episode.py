@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import sys
@@ -172,12 +171,7 @@ def real(fake: FakeOpenAI, folder: Path, repeat: int,
 def frame_alone(video: Path, store: Path) -> float:
     """CPU a step (ms) of making the frames of `video` alone, as a cold run's step does before
     its call: the part of the cold step's cost no model call changes."""
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    child = context.Process(target=video_frames.decode, args=(video, store, queue))
-    child.start()
-    _, cpu, count, _, _ = queue.get()
-    child.join()
+    _, cpu, count, _, _ = video_frames.decoded_apart(video, store)
     return 1000 * cpu / count
 
 

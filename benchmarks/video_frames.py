@@ -67,6 +67,18 @@ def decode(video: Path, store: Path, result: "multiprocessing.Queue[tuple]") -> 
                 (stored.frames[0].width, stored.frames[0].height)))
 
 
+def decoded_apart(video: Path, store: Path) -> tuple:
+    """`decode` run in a spawned process of its own, so that its CPU and peak memory are the
+    decoding's alone: (wall s, CPU s, frames, each frame's file size, (width, height))."""
+    context = multiprocessing.get_context("spawn")
+    result = context.Queue()
+    child = context.Process(target=decode, args=(video, store, result))
+    child.start()
+    got = result.get()
+    child.join()
+    return got
+
+
 def main() -> None:
     arguments = [a for a in sys.argv[1:] if a != "--noise"]
     noise = "--noise" in sys.argv[1:]
@@ -79,12 +91,7 @@ def main() -> None:
         print(f"clip: {SECONDS} s {width}x{height} at {fps} fps{' of noise' * noise}, "
               f"{video.stat().st_size / 1e6:.1f} MB, written in "
               f"{time.perf_counter() - started:.1f} s")
-        context = multiprocessing.get_context("spawn")
-        result = context.Queue()
-        child = context.Process(target=decode, args=(video, Path(folder) / "store", result))
-        child.start()
-        wall, cpu, count, sizes, size = result.get()
-        child.join()
+        wall, cpu, count, sizes, size = decoded_apart(video, Path(folder) / "store")
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         window = settings.frame_window or count
         recent = sizes[-window:]
