@@ -45,14 +45,16 @@ api_base = "{fake.url}"
     return config
 
 
-async def _flow_runs_since(began: float) -> list:
+async def _flow_runs_since(began: float, known: frozenset = frozenset()) -> list:
+    """The flow runs the server created from about `began` on, but for those in `known`."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.sorting import FlowRunSort
 
     async with get_client() as client:
         runs = await client.read_flow_runs(sort=FlowRunSort.EXPECTED_START_TIME_DESC,
                                            limit=200)
-    return [run for run in runs if run.created and run.created.timestamp() >= began - 1]
+    return [run for run in runs if run.created and run.created.timestamp() >= began - 1
+            and run.id not in known]
 
 
 @pytest.mark.timeout(600)  # two processes' imports and a sweep's checks, on a busy machine
@@ -63,6 +65,9 @@ def test_ctrl_c_of_a_sweep_leaves_every_flow_run_final(tmp_path, prefect_server)
     fake.on_request = lambda request: held.wait(60)
     env = {**os.environ, "PREFECT_API_URL": prefect_server}
     began = time.time()
+    # The worker's server is shared with the tests before this one: a run one of them created
+    # in the second before `began` is not the sweep's (it once made this test fail).
+    known = frozenset(run.id for run in asyncio.run(_flow_runs_since(began)))
     with fake:
         process = warm_spawn.Popen(
             [sys.executable, "-m", "proactflow.cli", "sweep", "--config",
@@ -87,7 +92,7 @@ def test_ctrl_c_of_a_sweep_leaves_every_flow_run_final(tmp_path, prefect_server)
             held.set()
     deadline = time.monotonic() + FINAL_WITHIN_S
     while True:  # polled: the states are on the server at once, or within seconds
-        runs = asyncio.run(_flow_runs_since(began))
+        runs = asyncio.run(_flow_runs_since(began, known))
         states = {run.name: run.state_type.value if run.state_type else None for run in runs}
         if len(runs) == 3 and set(states.values()) <= {"CANCELLED", "CRASHED"}:
             break
