@@ -15,6 +15,7 @@ import os
 import threading
 import time
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
@@ -179,21 +180,28 @@ def _look_at(page: Path, table: pl.DataFrame, tmp_path: Path) -> None:
         assert (shots / "history.png").stat().st_size > 10_000
 
 
-def _events(api: str, name: str) -> list[dict]:
+def _events(api: str, name: str, since: datetime | None = None) -> list[dict]:
+    """The events of this name on the worker's server; with `since`, from then on only (the
+    server is shared with the test files before this one, whose sweeps may be named alike)."""
+    filter_: dict = {"event": {"name": [name]}}
+    if since is not None:
+        filter_["occurred"] = {"since": since.isoformat()}
     request = urllib.request.Request(
         f"{api}/events/filter", method="POST", headers={"Content-Type": "application/json"},
-        data=json.dumps({"filter": {"event": {"name": [name]}}, "limit": 50}).encode())
+        data=json.dumps({"filter": filter_, "limit": 50}).encode())
     with urllib.request.urlopen(request) as response:
         return json.loads(response.read())["events"]
 
 
-def _artifacts(api: str, key: str) -> list[dict]:
+def _artifacts(api: str, key: str, since: datetime) -> list[dict]:
+    """The versions of the artifact with this key created from `since` on, newest first."""
     request = urllib.request.Request(
         f"{api}/artifacts/filter", method="POST", headers={"Content-Type": "application/json"},
         data=json.dumps({"artifacts": {"key": {"any_": [key]}}, "limit": 50,
                          "sort": "CREATED_DESC"}).encode())
     with urllib.request.urlopen(request) as response:
-        return json.loads(response.read())
+        return [artifact for artifact in json.loads(response.read())
+                if datetime.fromisoformat(artifact["created"]) >= since]
 
 
 def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
@@ -201,6 +209,7 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     fake.responders["nightly"] = model
     fake.responders["verdicts"] = verdict_judge
     store, config = tmp_path / "store", tmp_path / "nightly.toml"
+    began = datetime.now(timezone.utc)
     results = {}
     webhook = Webhook()
     automations = _apply_automation(webhook)
@@ -304,7 +313,7 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     # The regression reached Prefect as an event, with what an automation needs.
     events = []
     for _ in range(150):
-        events = _events(prefect_server, "proactflow.regression")
+        events = _events(prefect_server, "proactflow.regression", began)
         if events:
             break
         time.sleep(0.2)
@@ -314,14 +323,14 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
     assert overall_event["judge"] == "openai/verdicts"
     assert overall_event["delta"] == pytest.approx(overall.delta)
     assert overall_event["interval"] == pytest.approx([overall.ci_low, overall.ci_high])
-    assert not _events(prefect_server, "proactflow.improvement")
+    assert not _events(prefect_server, "proactflow.improvement", began)
 
     # The series' artifacts: one key each, a version per night (the UI shows their history).
-    leaderboards = _artifacts(prefect_server, "nightly-leaderboard")
+    leaderboards = _artifacts(prefect_server, "nightly-leaderboard", began)
     assert len(leaderboards) == 5 and "## Regressions and improvements" in \
         leaderboards[1]["data"]  # night 4's, the one before the latest
-    assert len(_artifacts(prefect_server, "nightly-scores")) == 5
-    assert len(_artifacts(prefect_server, "nightly-report")) == 5
+    assert len(_artifacts(prefect_server, "nightly-scores", began)) == 5
+    assert len(_artifacts(prefect_server, "nightly-report", began)) == 5
 
     # And the automation a user applies from the repository notified, once per finding.
     for _ in range(150):
