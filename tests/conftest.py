@@ -152,6 +152,21 @@ def pytest_sessionfinish(session, exitstatus):
         sys.modules["prefect_test_server"].stop_unused()
 
 
+@pytest.fixture(autouse=True)
+def _an_in_process_commands_settings_for_its_children_end_with_the_test():
+    """`--database-wait` is handed to a command's child processes in its environment
+    (cli/options.py): a command run in this process would leave it set for every later test
+    of the worker (a 1-s outage limit for tests of reconnection), as its own process does not."""
+    from proactflow.common.postgres_wait import DATABASE_WAIT_ENV
+
+    before = os.environ.get(DATABASE_WAIT_ENV)
+    yield
+    if before is None:
+        os.environ.pop(DATABASE_WAIT_ENV, None)
+    else:
+        os.environ[DATABASE_WAIT_ENV] = before
+
+
 @pytest.fixture(scope="session")
 def prefect_test_server_url():
     """One Prefect API per pytest process (starting one costs about ten seconds): the test
