@@ -73,3 +73,30 @@ def test_sweep_file_errors_are_one_line(tmp_path, capsys):
     assert err.startswith(f"proactflow: error: {config}: judges: Field required") or \
         err == f"proactflow: error: {config}: models[1] (gpt-4o-mini): colour: unknown key\n"
     assert err.count("\n") == 1
+
+
+def test_each_sweep_in_a_process_asks_its_endpoints_anew(fake, tmp_path, capsys):
+    """A process that runs one sweep after another (a caller of cli.main) reads the endpoint's
+    /models again each time: a model the server did not list, listed now, is swept."""
+    config = tmp_path / "sweep.toml"
+    config.write_text(f"""
+store = "{tmp_path / 'store'}"
+out = "{tmp_path / 'out'}"
+corpus = "{SAMPLE_CORPUS}"
+judge_prompt = "{JUDGE_PROMPT}"
+limit = 1
+
+[[judges]]
+model = "openai/judge2"
+api_base = "{fake.url}"
+
+[[models]]
+model = "openai/gen"
+api_base = "{fake.url}"
+""")
+    fake.listed = ["judge2"]  # gen not served yet
+    assert run_cli("sweep", ["--config", str(config)]) == 1  # the pair is skipped, said why
+    assert "does not list 'gen'" in capsys.readouterr().out and not fake.calls["gen"]
+    fake.listed = None  # now it is
+    assert run_cli("sweep", ["--config", str(config)]) == 0, capsys.readouterr()
+    assert fake.calls["gen"]

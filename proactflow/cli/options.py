@@ -65,6 +65,19 @@ def add_database_option(parser) -> None:
                              f"${DATABASE_WAIT_ENV}, else {DEFAULT_WAIT_S:g})")
 
 
+def forget_what_endpoints_said() -> None:
+    """Each command learns its endpoints anew: what one lists at /models, whether it has a batch
+    API, which structured-output formats it takes. A process running several commands (a test,
+    a caller of cli.main) would else keep what an earlier endpoint at the same URL said."""
+    from ..batches.probe import forget_probes
+    from ..config.endpoints import forget_listings
+    from ..providers.structured_output import forget_all
+
+    forget_listings()
+    forget_probes()
+    forget_all()
+
+
 def database_from_args(args: argparse.Namespace) -> str | None:
     """The database URL; `--database-wait`, if given, set for this run and its child
     processes."""

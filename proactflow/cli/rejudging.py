@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..common.errors import UserError
 from ..config.settings import PAPER_JUDGE, RunSettings, default_store
 from ..results.evaluations import safe_name
-from .options import database_from_args, settings_from_args
+from .options import database_from_args, forget_what_endpoints_said, settings_from_args
 from .running import coverage_status, preflight, print_scores, run_command, run_flow
 
 if TYPE_CHECKING:
@@ -20,11 +20,7 @@ if TYPE_CHECKING:
 def rejudge_command(args: argparse.Namespace) -> int:
     """`rejudge`: of every selected evaluation (--all-models), with several judges (--judges),
     or of one evaluation by one judge, which is a run that reuses the stored responses."""
-    from ..batches.probe import forget_probes
-    from ..config.endpoints import forget_listings
-
-    forget_listings()  # what an endpoint lists and whether it batches: read anew each command
-    forget_probes()
+    forget_what_endpoints_said()
     if args.all_models:
         return rejudge_all(args)
     if not args.eval_model:

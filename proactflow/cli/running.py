@@ -15,7 +15,7 @@ from ..common.redaction import redact_url
 from ..config.settings import RunSettings
 from ..prefect_server.api import prefect_api, reports_to_prefect, start_temporary_server
 from .interrupts import run_interruptibly
-from .options import EXIT_LOW_COVERAGE, settings_from_args
+from .options import EXIT_LOW_COVERAGE, forget_what_endpoints_said, settings_from_args
 
 
 def print_scores(settings: RunSettings, scores: list[dict[str, Any]], complete: bool) -> None:
@@ -118,14 +118,9 @@ def quiet_temporary_server() -> None:
 def run_command(args: argparse.Namespace) -> int:
     """`run`, `status`, and `rejudge` of one evaluation by one judge (cli/rejudging.py hands
     it those)."""
-    from ..batches.probe import forget_probes
-    from ..config.endpoints import forget_listings
-    from ..providers.structured_output import forget_all
     from ..run.offline import check_network
 
-    forget_listings()  # each run reads an endpoint's /models once, and learns its formats anew
-    forget_probes()  # and its batch API
-    forget_all()
+    forget_what_endpoints_said()
 
     def option_checks() -> RunSettings:
         from ..batches.roles import check_batch_roles

@@ -13,7 +13,7 @@ from ..common.redaction import FULL_URLS_ENV, full_urls
 from ..prefect_server.api import api_url, prefect_api, start_temporary_server
 from ..run.progress import quiet_console_tracebacks
 from .interrupts import run_interruptibly
-from .options import database_from_args
+from .options import database_from_args, forget_what_endpoints_said
 from .running import quiet_temporary_server
 
 
@@ -23,6 +23,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     from ..sweeps.sweep_file import load_sweep
 
     start_temporary_server()  # first thing: it boots while the sweep's imports and checks run
+    forget_what_endpoints_said()
     config = load_sweep(args.config)
     database_from_args(args)  # --database-wait, for the pairs' processes too
     if args.database:
