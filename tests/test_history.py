@@ -311,13 +311,15 @@ def test_five_nights(fake, tmp_path, capsys, monkeypatch, prefect_server):
         _look_at(history_out / "history.html", table, tmp_path)
 
     # The regression reached Prefect as an event, with what an automation needs.
-    events = []
-    for _ in range(150):
-        events = _events(prefect_server, "proactflow.regression", began)
-        if events:
+    regressions = results[4][1].count("REGRESSION  ")  # a line each, and an event each
+    payloads: list[dict] = []
+    for _ in range(150):  # the server stores events in batches, a moment after receiving them
+        payloads = [e["payload"] for e in _events(prefect_server, "proactflow.regression", began)
+                    if e["payload"].get("series") == "nightly"]
+        if len(payloads) >= regressions:
             break
         time.sleep(0.2)
-    payloads = [e["payload"] for e in events if e["payload"].get("series") == "nightly"]
+    assert len(payloads) == regressions >= 1, (payloads, results[4][1])
     overall_event = next(p for p in payloads if p["group"] == "OVERALL")
     assert overall_event["model"] == "openai/nightly" and overall_event["suite"] == "proactbench"
     assert overall_event["judge"] == "openai/verdicts"
