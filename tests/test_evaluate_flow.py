@@ -139,9 +139,13 @@ def test_prefect_shows_named_run_tasks_and_score_table_without_secrets(fake, sto
                     any_=["openai/gen judged by openai/judge2"])),
                 sort=FlowRunSort.START_TIME_DESC, limit=1)
             run = runs[0]
-            tasks = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id={"any_": [run.id]}), limit=20,
-                sort=TaskRunSort.EXPECTED_START_TIME_ASC)
+            for _ in range(150):  # task runs reach the server as events, stored a moment later
+                tasks = await client.read_task_runs(
+                    flow_run_filter=FlowRunFilter(id={"any_": [run.id]}), limit=20,
+                    sort=TaskRunSort.EXPECTED_START_TIME_ASC)
+                if len(tasks) >= 4:
+                    break
+                await asyncio.sleep(0.2)
             # Through the REST API, filtering on the flow run alone: the client's helper also
             # sends a task-run filter, which hides artifacts created by the flow itself.
             response = await client._client.post("/artifacts/filter", json={

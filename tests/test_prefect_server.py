@@ -78,9 +78,13 @@ def test_run_against_a_real_server_shows_in_its_api(real_server, fake, tmp_path)
     # Prefect stores a link artifact as markdown: [text](url).
     assert by_type["markdown"]["key"] == "outputs-openai-gen-by-openai-judge2"
     assert by_type["markdown"]["data"] == f"[metrics.json]({(out / 'metrics.json').as_uri()})"
-    tasks = post(url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [runs[0]["id"]]}},
-                                            "limit": 10, "offset": 0,
-                                            "sort": "EXPECTED_START_TIME_ASC"})
+    for _ in range(150):  # task runs reach the server as events, stored a moment later
+        tasks = post(url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [runs[0]["id"]]}},
+                                                "limit": 10, "offset": 0,
+                                                "sort": "EXPECTED_START_TIME_ASC"})
+        if len(tasks) >= 4:
+            break
+        time.sleep(0.2)
     assert sorted(t["name"].rsplit("-", 1)[0] for t in tasks) == \
         ["judgments", "phase_scores", "responses", "triggers"]
 
