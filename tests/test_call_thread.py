@@ -42,7 +42,9 @@ def test_the_loop_keeps_running_while_another_process_holds_the_write_lock(tmp_p
         return ticks, time.monotonic() - started
 
     ticks, _ = asyncio.run(main())
-    assert ticks >= 25  # run on the loop, SQLite's busy wait stopped it for the whole 0.5 s
+    # About 50 when the put waits off the loop; 1 when SQLite's busy wait stopped the loop for
+    # the whole 0.5 s. 10 leaves room for a loaded machine's late wake-ups.
+    assert ticks >= 10, ticks
     assert CallCache(tmp_path / "calls").get("k") == {"content": "x"}
 
 
