@@ -28,6 +28,7 @@ service off it was 1.0 s, and an API call about 31 ms instead of 33 ms.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,8 @@ from pathlib import Path
 from typing import Iterator
 
 import prefect_database
-from pg_server import free_port
+
+from proactflow.prefect_server.api import server_command
 
 START_SECONDS = 240
 DRAIN_SECONDS = 30
@@ -47,10 +49,13 @@ DRAIN_SECONDS = 30
 
 class PrefectTestServer:
     def __init__(self) -> None:
-        import prefect
-
         self.folder = Path(tempfile.mkdtemp(prefix="proactflow-prefect-server-"))
-        self.port = free_port()
+        # Bound here and handed to the server, as a command's temporary server is: a port only
+        # found free could be taken by another worker's fake before the server bound it.
+        listening = socket.socket()
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(128)
+        self.port = listening.getsockname()[1]
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         prefect_database.seed(self.folder / "prefect-test.db")  # migrated once per machine
         database = f"sqlite+aiosqlite:///{self.folder / 'prefect-test.db'}"
@@ -58,13 +63,10 @@ class PrefectTestServer:
                "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_DATABASE_CONNECTION_URL": database}
         env.pop("PREFECT_API_URL", None)
         self.log = self.folder / "server.log"
-        with open(self.log, "wb") as log:
+        with open(self.log, "wb") as log, listening:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--app-dir",
-                 str(prefect.__module_path__.parent), "--factory",
-                 "proactflow.prefect_server.app:create_app", "--host", "127.0.0.1", "--port",
-                 str(self.port), "--log-level", "error", "--lifespan", "on"],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                server_command(listening.fileno()), env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, pass_fds=(listening.fileno(),))
 
     def wait(self) -> str:
         """The API's URL once it answers; RuntimeError with the reason when it does not."""

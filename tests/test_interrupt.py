@@ -54,7 +54,7 @@ def _servers_of(home: Path) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            if b"prefect_server.app:create_app" in (entry / "cmdline").read_bytes() and \
+            if b"proactflow.prefect_server.serve" in (entry / "cmdline").read_bytes() and \
                     f"PREFECT_HOME={home}".encode() in (entry / "environ").read_bytes():
                 found.append(int(entry.name))
         except OSError:

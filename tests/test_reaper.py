@@ -77,7 +77,7 @@ def test_a_killed_run_leaves_no_process(tmp_path):
             assert time.monotonic() < deadline, "the servers were not up in time"
             time.sleep(0.2)
         up = commands(reaper.tagged(tag))
-        for server in ("postgres", "weed", "uvicorn"):
+        for server in ("postgres", "weed", "proactflow.prefect_server.serve"):
             assert any(server in command for command in up), (server, up)
         os.killpg(run.pid, signal.SIGKILL)
         run.wait(timeout=30)

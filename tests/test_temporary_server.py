@@ -6,6 +6,7 @@ answers."""
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 
@@ -15,7 +16,7 @@ from proactflow.common.errors import UserError
 from proactflow.prefect_server import api
 
 SLOW_SERVER = """
-import http.server, sys, time
+import http.server, socket, sys, time
 time.sleep(float(sys.argv[2]))
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -24,7 +25,9 @@ class Health(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"true")
     def log_message(self, *args):
         pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+server = http.server.HTTPServer(("127.0.0.1", 0), Health, bind_and_activate=False)
+server.socket = socket.socket(fileno=int(sys.argv[1]))  # the command's listening socket
+server.serve_forever()
 """
 
 
@@ -33,8 +36,8 @@ class StandIn(api.TemporaryServer):
         super().__init__()
         self.script, self.args = script, args
 
-    def command(self) -> list[str]:
-        return [sys.executable, "-c", self.script, str(self.port), *self.args]
+    def command(self, descriptor: int) -> list[str]:
+        return [sys.executable, "-c", self.script, str(descriptor), *self.args]
 
 
 @pytest.fixture
@@ -85,3 +88,23 @@ def test_the_limit_is_the_users(stand_ins, monkeypatch):
         api.start_timeout()
     monkeypatch.delenv(api.START_TIMEOUT_ENV)
     assert api.start_timeout() == api.START_TIMEOUT >= 300
+
+
+def test_the_port_is_the_commands_from_the_start(stand_ins):
+    """The port is bound as the server is made, and handed to its process: not found free and
+    bound by the server seconds later (after its imports), when another process could have
+    taken it. One never started gives it back when stopped."""
+    server = StandIn(SLOW_SERVER, "0.5")
+    stand_ins.append(server)
+    for stage in ("made", "started"):
+        with socket.socket() as other, pytest.raises(OSError, match="in use"):
+            other.bind(("127.0.0.1", server.port))
+        if stage == "made":
+            server.start()
+    server.wait_ready(60)
+    assert server.ready  # it served on that port
+
+    unused = api.TemporaryServer()
+    unused.stop(wait=0)
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", unused.port))

@@ -62,9 +62,12 @@ class TemporaryServer:
     it when it ends, after its last report."""
 
     def __init__(self) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        # Bound here and held until the server serves on it (serve.py): no other process can
+        # take the port in between.
+        self._listening: socket.socket | None = socket.socket()
+        self._listening.bind(("127.0.0.1", 0))
+        self._listening.listen(128)
+        self.port = self._listening.getsockname()[1]
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.process: subprocess.Popen[bytes] | None = None
         self.log: Path | None = None
@@ -81,21 +84,17 @@ class TemporaryServer:
                 exclude_unset=True))
         descriptor, log = tempfile.mkstemp(prefix="proactflow-prefect-server-", suffix=".log")
         self.log = Path(log)
-        with os.fdopen(descriptor, "wb") as output:
+        assert self._listening is not None
+        with os.fdopen(descriptor, "wb") as output, self._listening:
             self.process = subprocess.Popen(
-                self.command(), env=environment, stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                self.command(self._listening.fileno()), env=environment,
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True, pass_fds=(self._listening.fileno(),))
+        self._listening = None  # the server's now: this process's copy is closed
         atexit.register(self.stop)
 
-    def command(self) -> list[str]:
-        spec = importlib.util.find_spec("prefect")  # found without importing it (seconds)
-        assert spec is not None and spec.origin is not None
-        # uvicorn puts --app-dir first on sys.path: the packages' folder, not the current one.
-        app_dir = Path(spec.origin).parent.parent
-        return [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir),
-                "--factory", "proactflow.prefect_server.app:create_app", "--host",
-                "127.0.0.1", "--port", str(self.port), "--log-level", "error",
-                "--lifespan", "on"]
+    def command(self, descriptor: int) -> list[str]:
+        return server_command(descriptor)
 
     def wait_ready(self, timeout: float) -> None:
         """Return once the server answers; a one-line UserError if its process ends (with the
@@ -109,8 +108,11 @@ class TemporaryServer:
                 raise UserError(f"the temporary Prefect server stopped as it started (exit "
                                 f"status {self.process.returncode}: {self.last_log_line()}): "
                                 "start one with 'prefect server start' and set PREFECT_API_URL")
+            # The port is listening from the start (bound by this process): an ask before the
+            # server serves waits in its queue, and is answered once it does.
+            ask_for = min(2.0, max(0.1, timeout - (time.monotonic() - started)))
             try:
-                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2):
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=ask_for):
                     self.ready = True
             except (urllib.error.URLError, OSError):
                 waited = time.monotonic() - started
@@ -153,9 +155,22 @@ class TemporaryServer:
                 self.process.wait()
             except ProcessLookupError:  # it ended meanwhile
                 pass
+        if self._listening is not None:  # never started
+            self._listening.close()
+            self._listening = None
         if self.log is not None:
             self.log.unlink(missing_ok=True)
             self.log = None
+
+
+def server_command(descriptor: int) -> list[str]:
+    """The command of a server of Prefect's app on the listening socket `descriptor`, which the
+    child process inherits (serve.py)."""
+    spec = importlib.util.find_spec("prefect")  # found without importing it (seconds)
+    assert spec is not None and spec.origin is not None
+    packages = Path(spec.origin).parent.parent
+    return [sys.executable, "-m", "proactflow.prefect_server.serve", str(packages),
+            str(descriptor)]
 
 
 _server: TemporaryServer | None = None
