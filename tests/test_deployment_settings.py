@@ -67,16 +67,18 @@ def test_a_deployment_without_a_prefect_server_is_one_line(tmp_path):
 
 
 def test_a_prefect_server_out_of_reach_is_one_line(tmp_path):
-    from test_prefect_server import free_port
+    from pg_server import refusing_port
 
     config = tmp_path / "sweep.toml"
     config.write_text(f'deployment = "evaluate/evaluate"\ncorpus = "{SAMPLE_CORPUS}"\n'
                       f'judge_prompt = "{JUDGE_PROMPT}"\nstore = "{tmp_path / "store"}"\n'
                       '[[judges]]\nmodel = "openai/j"\n[[models]]\nmodel = "openai/m"\n')
-    url = f"http://127.0.0.1:{free_port()}/api"  # nothing listens there
-    env = dict(os.environ, PREFECT_API_URL=url)
-    done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
-                           str(config)], env=env, capture_output=True, text=True, timeout=120)
+    with refusing_port() as port:
+        url = f"http://127.0.0.1:{port}/api"
+        env = dict(os.environ, PREFECT_API_URL=url)
+        done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",
+                               str(config)], env=env, capture_output=True, text=True,
+                              timeout=120)
     assert done.returncode == 2 and done.stderr == (
         f"proactflow: error: cannot reach the Prefect server at {url} (All connection attempts "
         "failed): start it ('prefect server start') or correct PREFECT_API_URL\n")
