@@ -39,7 +39,8 @@ from replay import JUDGE_PROMPT  # noqa: E402
 
 
 def _role(cmdline: str) -> str:
-    for marker, role in (("process_group", "process group"), ("prefect_server.serve", "Prefect server"),
+    for marker, role in (("process_group", "process group"),
+                         ("prefect_server.serve", "Prefect server"),
                          ("prefect.server", "Prefect server"), ("sweep", "sweep")):
         if marker in cmdline:
             return role

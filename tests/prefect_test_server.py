@@ -52,10 +52,9 @@ class PrefectTestServer:
         self.folder = Path(tempfile.mkdtemp(prefix="proactflow-prefect-server-"))
         # Bound here and handed to the server, as a command's temporary server is: a port only
         # found free could be taken by another worker's fake before the server bound it.
-        listening = socket.socket()
-        listening.bind(("127.0.0.1", 0))
-        listening.listen(128)
-        self.port = listening.getsockname()[1]
+        bound = socket.socket()
+        bound.bind(("127.0.0.1", 0))
+        self.port = bound.getsockname()[1]
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         prefect_database.seed(self.folder / "prefect-test.db")  # migrated once per machine
         database = f"sqlite+aiosqlite:///{self.folder / 'prefect-test.db'}"
@@ -63,10 +62,10 @@ class PrefectTestServer:
                "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_DATABASE_CONNECTION_URL": database}
         env.pop("PREFECT_API_URL", None)
         self.log = self.folder / "server.log"
-        with open(self.log, "wb") as log, listening:
+        with open(self.log, "wb") as log, bound:
             self.process = subprocess.Popen(
-                server_command(listening.fileno()), env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, pass_fds=(listening.fileno(),))
+                server_command(bound.fileno()), env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, pass_fds=(bound.fileno(),))
 
     def wait(self) -> str:
         """The API's URL once it answers; RuntimeError with the reason when it does not."""

@@ -5,7 +5,6 @@ the prompts are read out of stand-in modules shaped like upstream's, which must 
 from __future__ import annotations
 
 import hashlib
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +17,7 @@ from proactflow.suites.proactiveagent.upstream import (
     AGENT_MODULE, PROMPT_SHA256, REWARD_MODULE, REWARD_TEST_PATH, SPLITS_PATH, UPSTREAM_COMMIT,
     UPSTREAM_SHA256, UPSTREAM_URL_ENV, extract_string, fetch_upstream_file,
     load_upstream_corpus, load_upstream_prompts, load_upstream_reward_test_set, read_prompt_file)
+from pg_server import refusing_port
 from replay import PROJECT_DATA, SHARED
 
 DATA = PROJECT_DATA / "proactiveagent"
@@ -100,12 +100,10 @@ def test_a_missing_file_and_no_network_are_one_line(tmp_path, served, monkeypatc
                                         r"http://127\.0\.0\.1:\d+/.* \(Not Found\); pass a local "
                                         r"reward test file$"):
         fetch_upstream_file(tmp_path, REWARD_TEST_PATH)
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    monkeypatch.setenv(UPSTREAM_URL_ENV, f"http://127.0.0.1:{port}/{{commit}}/{{path}}")
-    with pytest.raises(UserError) as caught:
-        fetch_upstream_file(tmp_path, AGENT_MODULE)
+    with refusing_port() as port:
+        monkeypatch.setenv(UPSTREAM_URL_ENV, f"http://127.0.0.1:{port}/{{commit}}/{{path}}")
+        with pytest.raises(UserError) as caught:
+            fetch_upstream_file(tmp_path, AGENT_MODULE)
     assert str(caught.value) == (
         f"cannot download thunlp/ProactiveAgent@50940be8cdf7:eval/script.py (no network: "
         f"127.0.0.1:{port} refused the connection); pass prompt files of your own "

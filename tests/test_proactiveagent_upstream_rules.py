@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import socket
 from pathlib import Path
 from collections import Counter
 
@@ -18,6 +17,7 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
+from pg_server import refusing_port
 from proactflow.suites.proactiveagent import upstream
 from replay import PROJECT_DATA
 from test_proactiveagent_metrics import solve
@@ -162,12 +162,9 @@ def test_judge_response_format_is_refused_for_this_suite(tmp_path, capsys):
 
 
 def test_offline_names_every_prompt_flag_still_missing(tmp_path, capsys, monkeypatch):
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    monkeypatch.setenv("PROACTFLOW_PROACTIVEAGENT_URL",
-                       f"http://127.0.0.1:{port}/{{commit}}/{{path}}")
-    with FakeOpenAI({"agent": Fakes().agent}) as fake:
+    with refusing_port() as port, FakeOpenAI({"agent": Fakes().agent}) as fake:
+        monkeypatch.setenv("PROACTFLOW_PROACTIVEAGENT_URL",
+                           f"http://127.0.0.1:{port}/{{commit}}/{{path}}")
         argv = ["--suite", "proactiveagent", "--corpus", str(DATA),
                 "--eval-model", "openai/agent", "--eval-api-base", fake.url,
                 "--judge-model", "openai/reward", "--judge-api-base", fake.url,

@@ -26,7 +26,8 @@ class Health(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 server = http.server.HTTPServer(("127.0.0.1", 0), Health, bind_and_activate=False)
-server.socket = socket.socket(fileno=int(sys.argv[1]))  # the command's listening socket
+server.socket = socket.socket(fileno=int(sys.argv[1]))  # the port the command bound
+server.server_activate()  # listens
 server.serve_forever()
 """
 

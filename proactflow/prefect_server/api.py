@@ -63,11 +63,11 @@ class TemporaryServer:
 
     def __init__(self) -> None:
         # Bound here and held until the server serves on it (serve.py): no other process can
-        # take the port in between.
-        self._listening: socket.socket | None = socket.socket()
-        self._listening.bind(("127.0.0.1", 0))
-        self._listening.listen(128)
-        self.port = self._listening.getsockname()[1]
+        # take the port in between. Not listening yet: an ask before the server serves is
+        # refused at once, as on a port nobody holds.
+        self._bound: socket.socket | None = socket.socket()
+        self._bound.bind(("127.0.0.1", 0))
+        self.port = self._bound.getsockname()[1]
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.process: subprocess.Popen[bytes] | None = None
         self.log: Path | None = None
@@ -84,13 +84,13 @@ class TemporaryServer:
                 exclude_unset=True))
         descriptor, log = tempfile.mkstemp(prefix="proactflow-prefect-server-", suffix=".log")
         self.log = Path(log)
-        assert self._listening is not None
-        with os.fdopen(descriptor, "wb") as output, self._listening:
+        assert self._bound is not None
+        with os.fdopen(descriptor, "wb") as output, self._bound:
             self.process = subprocess.Popen(
-                self.command(self._listening.fileno()), env=environment,
+                self.command(self._bound.fileno()), env=environment,
                 stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                start_new_session=True, pass_fds=(self._listening.fileno(),))
-        self._listening = None  # the server's now: this process's copy is closed
+                start_new_session=True, pass_fds=(self._bound.fileno(),))
+        self._bound = None  # the server's now: this process's copy is closed
         atexit.register(self.stop)
 
     def command(self, descriptor: int) -> list[str]:
@@ -108,11 +108,8 @@ class TemporaryServer:
                 raise UserError(f"the temporary Prefect server stopped as it started (exit "
                                 f"status {self.process.returncode}: {self.last_log_line()}): "
                                 "start one with 'prefect server start' and set PREFECT_API_URL")
-            # The port is listening from the start (bound by this process): an ask before the
-            # server serves waits in its queue, and is answered once it does.
-            ask_for = min(2.0, max(0.1, timeout - (time.monotonic() - started)))
             try:
-                with urllib.request.urlopen(f"{self.api_url}/health", timeout=ask_for):
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2):
                     self.ready = True
             except (urllib.error.URLError, OSError):
                 waited = time.monotonic() - started
@@ -155,21 +152,25 @@ class TemporaryServer:
                 self.process.wait()
             except ProcessLookupError:  # it ended meanwhile
                 pass
-        if self._listening is not None:  # never started
-            self._listening.close()
-            self._listening = None
+        if self._bound is not None:  # never started
+            self._bound.close()
+            self._bound = None
         if self.log is not None:
             self.log.unlink(missing_ok=True)
             self.log = None
 
 
 def server_command(descriptor: int) -> list[str]:
-    """The command of a server of Prefect's app on the listening socket `descriptor`, which the
+    """The command of a server of Prefect's app on the bound socket `descriptor`, which the
     child process inherits (serve.py)."""
     spec = importlib.util.find_spec("prefect")  # found without importing it (seconds)
     assert spec is not None and spec.origin is not None
     packages = Path(spec.origin).parent.parent
-    return [sys.executable, "-m", "proactflow.prefect_server.serve", str(packages),
+    # The packages' folder in place of the current one on sys.path, before any import (what
+    # uvicorn's --app-dir was for): a folder named like a package where the command was started
+    # (a checkout of proactflow on another branch) supplies no code to the server.
+    return [sys.executable, "-c", "import sys; sys.path[0] = sys.argv[1]; "
+            "from proactflow.prefect_server.serve import main; main()", str(packages),
             str(descriptor)]
 
 
