@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent / "tests"))
 from run_benchmark import EMPTY_FLOW, build_corpus, child_env, timed  # noqa: E402
 from sweep_benchmark import timed_sweep  # noqa: E402
+from ports import free_port  # noqa: E402
 from replay import JUDGE_PROMPT  # noqa: E402
 
 MODELS = ("claude-haiku-4-5", "claude-sonnet-4-5", "claude-sonnet-5", "claude-sonnet-5-5",
@@ -58,12 +58,6 @@ def serve(port: int, delay: float) -> None:
     responders = {name: marked(name) for name in MODELS}
     responders[JUDGE] = synthetic_judge
     FakeAnthropic(responders, api_key=KEY, completion_delay=delay, port=port).serve()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def sweep_file(path: Path, url: str, store: Path, corpus: Path, models: int,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from websockets.sync.client import connect
+
+from ports import free_port
 
 # Without the networking switches Chromium keeps calling Google's hosts, which a closed
 # network refuses many times a second.
@@ -30,15 +31,9 @@ def chromium_path() -> str | None:
         or shutil.which("google-chrome")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class Browser:
     def __init__(self, url: str, timeout: float = 30.0):
-        self.port = _free_port()
+        self.port = free_port()
         self.profile = tempfile.mkdtemp(prefix="proactflow-chromium-")
         self.process = subprocess.Popen(
             [chromium_path() or "chromium", *FLAGS, f"--remote-debugging-port={self.port}",

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 import sys
 import threading
 import time
 from collections import Counter, deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterator
+from typing import Callable
 
 
 @dataclass
@@ -100,24 +98,6 @@ class PerMinuteLimit:
                 return Reply(status=429, content="Rate limit reached for requests per minute",
                              headers={"Retry-After": str(max(1, math.ceil(wait)))})
         return self.responder(request)
-
-
-@contextmanager
-def reserved_port() -> Iterator[int]:
-    """A loopback port held for the block, for fakes started one after another on the same
-    address (an endpoint's address is part of what a run keys and records). Between two of them
-    the port is bound but not listening, with SO_REUSEADDR as the fakes' server binds it: the
-    next fake can bind it, and nothing else gets it (a bind without SO_REUSEADDR is refused, and
-    the kernel picked it for none of 80,000 binds to port 0 and 20,000 outgoing connections,
-    2026-11-29). A port merely remembered could be taken in between by another test worker's
-    server or a client's connection, and the next fake would fail to start."""
-    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind(("127.0.0.1", 0))
-        yield holder.getsockname()[1]
-    finally:
-        holder.close()
 
 
 class _QuietServer(ThreadingHTTPServer):

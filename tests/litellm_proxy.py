@@ -20,12 +20,13 @@ import json
 import os
 import secrets
 import re
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("PROACTFLOW_PROXY_VENV") or REPO / ".venv-proxy")
@@ -121,12 +122,6 @@ def _applies(marker: str) -> bool:
     return probe.returncode == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class LitellmProxy:
     """The proxy serving `models` (name -> model at `upstream`), each limited to `rpm`."""
 
@@ -161,7 +156,7 @@ class LitellmProxy:
         reason = installed()
         if reason is not None:
             raise ProxyUnavailable(reason)
-        self.port = _free_port()
+        self.port = free_port()
         config = self.workdir / "litellm-proxy.yaml"
         config.write_text(self.config())
         self.log = open(self.workdir / "litellm-proxy.log", "wb")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -21,18 +20,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from ports import free_port
+
 N_CTX = 1024
 START_TIMEOUT_S = 120
 
 
 class LlamaUnavailable(RuntimeError):
     pass
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -122,7 +117,7 @@ class LlamaServer:
                 f"llama-cpp-python's server is not installed ({exc}); "
                 "pip install -c requirements.lock -e '.[llama]' (it builds for about 10 "
                 "minutes)") from None
-        port = _free_port()
+        port = free_port()
         config = {"host": "127.0.0.1", "port": port, "models": [
             {"model": str(path), "model_alias": alias, "n_ctx": N_CTX, "n_threads": 1,
              "n_threads_batch": 1, "verbose": False}

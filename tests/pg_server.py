@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
-from contextlib import contextmanager
 from glob import glob
 from pathlib import Path
-from typing import Iterator
+
+from ports import free_port
 
 
 class PostgresUnavailable(Exception):
@@ -39,22 +38,6 @@ def server_bindir() -> Path:
             return folder
     raise PostgresUnavailable("no PostgreSQL server binaries (initdb, pg_ctl): install the "
                               "postgresql package")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@contextmanager
-def refusing_port() -> Iterator[int]:
-    """A loopback port where nothing listens, for the block: held bound and not listening, so
-    that a connection there is refused and no other process (another worker's fake) can start
-    listening there meanwhile, as it could on a port only found free."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield held.getsockname()[1]
 
 
 class PostgresServer:

@@ -19,7 +19,8 @@ import pytest
 
 import prefect_database
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS
-from test_prefect_server import free_port, post
+from ports import free_port
+from test_prefect_server import post
 import warm_spawn
 
 ROOT = Path(__file__).resolve().parent.parent

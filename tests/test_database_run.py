@@ -9,7 +9,7 @@ import json
 import pytest
 
 from helpers import cli_args, read_json, run_cli
-from pg_server import refusing_port
+from ports import reserved_port
 
 
 def request_identity(request: dict) -> str:
@@ -90,7 +90,7 @@ def test_a_password_in_the_database_url_is_refused_before_any_call(fake, store, 
 
 
 def test_an_unreachable_database_is_one_line_before_any_call(fake, store, capsys):
-    with refusing_port() as port:
+    with reserved_port() as port:
         url = f"postgresql://carol@127.0.0.1:{port}/proactflow"
         assert run_cli("run", cli_args(fake, store, extra=("--database", url))) == 2
     err = capsys.readouterr().err

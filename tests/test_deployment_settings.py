@@ -67,13 +67,13 @@ def test_a_deployment_without_a_prefect_server_is_one_line(tmp_path):
 
 
 def test_a_prefect_server_out_of_reach_is_one_line(tmp_path):
-    from pg_server import refusing_port
+    from ports import reserved_port
 
     config = tmp_path / "sweep.toml"
     config.write_text(f'deployment = "evaluate/evaluate"\ncorpus = "{SAMPLE_CORPUS}"\n'
                       f'judge_prompt = "{JUDGE_PROMPT}"\nstore = "{tmp_path / "store"}"\n'
                       '[[judges]]\nmodel = "openai/j"\n[[models]]\nmodel = "openai/m"\n')
-    with refusing_port() as port:
+    with reserved_port() as port:
         url = f"http://127.0.0.1:{port}/api"
         env = dict(os.environ, PREFECT_API_URL=url)
         done = warm_spawn.run([sys.executable, "-m", "proactflow.cli", "sweep", "--config",

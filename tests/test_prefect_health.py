@@ -82,9 +82,9 @@ def test_a_server_that_never_answers_is_one_line_after_every_ask(monkeypatch, qu
 
 
 def test_a_refused_connection_stops_at_once(monkeypatch):
-    from pg_server import refusing_port
+    from ports import reserved_port
 
-    with refusing_port() as port, pytest.raises(UserError) as stopped:
+    with reserved_port() as port, pytest.raises(UserError) as stopped:
         check(monkeypatch, f"http://127.0.0.1:{port}/api")
     # Not asked again: the line names the refusal, not a wait.
     assert "within" not in str(stopped.value) and "refused" in str(stopped.value).lower()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,12 +15,7 @@ import pytest
 from helpers import cli_args
 import prefect_database
 import warm_spawn
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from ports import free_port
 
 
 @pytest.fixture(scope="module")

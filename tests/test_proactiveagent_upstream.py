@@ -17,7 +17,7 @@ from proactflow.suites.proactiveagent.upstream import (
     AGENT_MODULE, PROMPT_SHA256, REWARD_MODULE, REWARD_TEST_PATH, SPLITS_PATH, UPSTREAM_COMMIT,
     UPSTREAM_SHA256, UPSTREAM_URL_ENV, extract_string, fetch_upstream_file,
     load_upstream_corpus, load_upstream_prompts, load_upstream_reward_test_set, read_prompt_file)
-from pg_server import refusing_port
+from ports import reserved_port
 from replay import PROJECT_DATA, SHARED
 
 DATA = PROJECT_DATA / "proactiveagent"
@@ -100,7 +100,7 @@ def test_a_missing_file_and_no_network_are_one_line(tmp_path, served, monkeypatc
                                         r"http://127\.0\.0\.1:\d+/.* \(Not Found\); pass a local "
                                         r"reward test file$"):
         fetch_upstream_file(tmp_path, REWARD_TEST_PATH)
-    with refusing_port() as port:
+    with reserved_port() as port:
         monkeypatch.setenv(UPSTREAM_URL_ENV, f"http://127.0.0.1:{port}/{{commit}}/{{path}}")
         with pytest.raises(UserError) as caught:
             fetch_upstream_file(tmp_path, AGENT_MODULE)

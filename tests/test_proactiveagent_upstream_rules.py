@@ -17,7 +17,7 @@ import pytest
 
 from fake_openai import FakeOpenAI, Reply
 from helpers import run_cli
-from pg_server import refusing_port
+from ports import reserved_port
 from proactflow.suites.proactiveagent import upstream
 from replay import PROJECT_DATA
 from test_proactiveagent_metrics import solve
@@ -162,7 +162,7 @@ def test_judge_response_format_is_refused_for_this_suite(tmp_path, capsys):
 
 
 def test_offline_names_every_prompt_flag_still_missing(tmp_path, capsys, monkeypatch):
-    with refusing_port() as port, FakeOpenAI({"agent": Fakes().agent}) as fake:
+    with reserved_port() as port, FakeOpenAI({"agent": Fakes().agent}) as fake:
         monkeypatch.setenv("PROACTFLOW_PROACTIVEAGENT_URL",
                            f"http://127.0.0.1:{port}/{{commit}}/{{path}}")
         argv = ["--suite", "proactiveagent", "--corpus", str(DATA),

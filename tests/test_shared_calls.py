@@ -218,13 +218,13 @@ def test_a_password_in_the_url_is_refused_and_never_repeated():
 
 
 def test_an_unreachable_database_is_one_line_naming_it(tmp_path):
-    from pg_server import refusing_port
+    from ports import reserved_port
 
     async def go():
         store = store_for(f"postgresql://someone@127.0.0.1:{port}/proactflow")
         await store.get("k")
 
-    with refusing_port() as port, pytest.raises(UserError) as failed:
+    with reserved_port() as port, pytest.raises(UserError) as failed:
         asyncio.run(go())
     assert str(failed.value) == (f"database 127.0.0.1:{port}/proactflow refused the connection: "
                                  "is PostgreSQL running there, on that port?")

@@ -137,9 +137,9 @@ def _sweep(config, prefect_server: str, **env: str) -> subprocess.CompletedProce
 
 def test_a_sweep_files_closed_database_port_is_one_line_before_any_pair(fake, tmp_path,
                                                                          prefect_server):
-    from pg_server import refusing_port
+    from ports import reserved_port
 
-    with refusing_port() as port:
+    with reserved_port() as port:
         done = _sweep(_database_sweep(tmp_path, fake,
                                       f"postgresql://someone@127.0.0.1:{port}/p"), prefect_server)
     assert done.returncode == 2, done.stderr[-3000:]
