@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,34 +16,32 @@ from replay import JUDGE_PROMPT, SAMPLE_CORPUS
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
-def test_sweep_survives_a_failing_model(fake, tmp_path, capsys, prefect_server):
-    fake.responders["locked"] = lambda request: Reply(status=401, content="invalid key")
-    out = tmp_path / "nightly"
+def _sweep_file(tmp_path, fake, limit: int, models: dict[str, str]) -> Path:
+    """A sweep of the sample corpus's first `limit` dialogues, judged by openai/judge2 on the
+    fake, into tmp_path's store and its nightly folder; `models`: each model's name on the
+    fake, and the further lines of its [[models]] table."""
+    tables = "".join(f'\n[[models]]\nmodel = "openai/{name}"\napi_base = "{fake.url}"\n{extra}'
+                     for name, extra in models.items())
     config = tmp_path / "sweep.toml"
     config.write_text(f"""
 store = "{tmp_path / 'store'}"
-out = "{out}"
+out = "{tmp_path / 'nightly'}"
 corpus = "{SAMPLE_CORPUS}"
 judge_prompt = "{JUDGE_PROMPT}"
-limit = 2
+limit = {limit}
 
 [[judges]]
 model = "openai/judge2"
 api_base = "{fake.url}"
+{tables}""")
+    return config
 
-[[models]]
-model = "openai/gen"
-api_base = "{fake.url}"
 
-[[models]]
-model = "openai/locked"
-api_base = "{fake.url}"
-
-[[models]]
-model = "openai/synth"
-api_base = "{fake.url}"
-temperature = 0.1
-""")
+def test_sweep_survives_a_failing_model(fake, tmp_path, capsys, prefect_server):
+    fake.responders["locked"] = lambda request: Reply(status=401, content="invalid key")
+    out = tmp_path / "nightly"
+    config = _sweep_file(tmp_path, fake, 2, {"gen": "", "locked": "",
+                                             "synth": "temperature = 0.1\n"})
     assert run_cli("sweep", ["--config", str(config)]) == 1
     printed = capsys.readouterr().out
     assert "FAILED  openai/locked judged by openai/judge2: openai/locked: the provider " \
@@ -78,22 +77,7 @@ def test_sweep_file_errors_are_one_line(tmp_path, capsys):
 def test_each_sweep_in_a_process_asks_its_endpoints_anew(fake, tmp_path, capsys):
     """A process that runs one sweep after another (a caller of cli.main) reads the endpoint's
     /models again each time: a model the server did not list, listed now, is swept."""
-    config = tmp_path / "sweep.toml"
-    config.write_text(f"""
-store = "{tmp_path / 'store'}"
-out = "{tmp_path / 'out'}"
-corpus = "{SAMPLE_CORPUS}"
-judge_prompt = "{JUDGE_PROMPT}"
-limit = 1
-
-[[judges]]
-model = "openai/judge2"
-api_base = "{fake.url}"
-
-[[models]]
-model = "openai/gen"
-api_base = "{fake.url}"
-""")
+    config = _sweep_file(tmp_path, fake, 1, {"gen": ""})
     fake.listed = ["judge2"]  # gen not served yet
     assert run_cli("sweep", ["--config", str(config)]) == 1  # the pair is skipped, said why
     assert "does not list 'gen'" in capsys.readouterr().out and not fake.calls["gen"]
